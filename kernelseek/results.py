@@ -1,0 +1,198 @@
+"""The results table: one row per scenario, the run directory, save/load and the summary.
+
+A row never hides a failure: the candidate's `status` is one of STATUSES with a `reason`; the
+baseline has its own fields, and a row without a usable baseline has speedup None and says why.
+Units are in the column names. `results.json` is the machine-readable record of one evaluation:
+    {"meta": {...}, "rows": [Row...], "summary": {...}}
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+STATUSES = ("passed", "failed", "error", "timeout", "refused", "skipped")
+
+
+@dataclass
+class Row:
+    scenario: str                       # scenario name
+    row: int | None = None              # bench26 row number, if any
+    grid: str = ""
+    status: str = "error"               # passed | failed | error | timeout | refused | skipped
+    reason: str = ""                    # why, for anything but passed
+    features: dict = field(default_factory=dict)   # Scenario.features(): what triage groups by
+    # check (candidate against the fp32 reference)
+    max_err: float | None = None        # max |cand - ref32| over O
+    ref_err: float | None = None        # max |ref_lowp - ref32|: the reference's own error
+    err_bound: float | None = None      # k * ref_err + atol: the pass threshold
+    err_ratio: float | None = None      # max_err / err_bound (<= 1 passes)
+    lse_err: float | None = None        # max |lse - lse32| over finite entries
+    # candidate timing (ms per call)
+    time_ms: float | None = None        # median per call, events around back-to-back calls
+    time_p10_ms: float | None = None
+    time_p90_ms: float | None = None
+    kernel_ms: float | None = None      # device time of the kernels alone
+    host_ms: float | None = None        # host wall time per call (launch + host work)
+    # baseline
+    baseline: str | None = None         # winning baseline's name
+    baseline_version: str | None = None
+    baseline_status: str = "n/a"        # passed | failed | error | n/a
+    baseline_reason: str = ""
+    baseline_ms: float | None = None
+    baseline_kernel_ms: float | None = None
+    baseline_host_ms: float | None = None
+    baselines: dict = field(default_factory=dict)  # every baseline tried: name -> {ms, status, ...}
+    stand_in: dict = field(default_factory=dict)   # a labeled dense stand-in (not the same work)
+    # derived
+    speedup: float | None = None        # baseline_ms / time_ms
+    tflops: float | None = None         # candidate FLOPs / time
+    gbps: float | None = None           # candidate min bytes / time (GB/s)
+    baseline_tflops: float | None = None
+    flops: float | None = None
+    min_bytes: float | None = None
+    suspicious: bool = False
+    suspicious_reason: str = ""
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Row":
+        names = {f.name for f in dataclasses.fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+
+def geomean(xs: list[float]) -> float | None:
+    xs = [x for x in xs if x is not None and x > 0 and math.isfinite(x)]
+    if not xs:
+        return None
+    return math.exp(sum(math.log(x) for x in xs) / len(xs))
+
+
+def summarize(rows: list[Row]) -> dict[str, Any]:
+    """Scenarios correct, geometric-mean speedup, worst row, rows at or above parity."""
+    n = len(rows)
+    passed = [r for r in rows if r.status == "passed"]
+    timed = [r for r in passed if r.speedup is not None]
+    worst = min(timed, key=lambda r: r.speedup) if timed else None
+    return {
+        "scenarios": n,
+        "passed": len(passed),
+        "failed": sum(r.status == "failed" for r in rows),
+        "errors": sum(r.status in ("error", "timeout") for r in rows),
+        "refused": sum(r.status == "refused" for r in rows),
+        "na": sum(r.status == "passed" and r.speedup is None for r in rows),
+        "timed": len(timed),
+        "geomean_speedup": geomean([r.speedup for r in timed]),
+        "worst": {"scenario": worst.scenario, "row": worst.row, "speedup": worst.speedup} if worst else None,
+        "at_parity": sum(r.speedup >= 1.0 for r in timed),
+        "suspicious": sum(bool(r.suspicious) for r in rows),
+        "all_correct": n > 0 and len(passed) == n,
+    }
+
+
+# ---- run directory ---------------------------------------------------------------------------
+def new_run_dir(root: str | Path = "runs", tag: str = "") -> Path:
+    """runs/<UTC time>-<tag>[-n]; never reuses a directory (runs are append-only)."""
+    root = Path(root)
+    root.mkdir(parents=True, exist_ok=True)
+    base = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + (f"-{tag}" if tag else "")
+    for i in range(1000):
+        p = root / (base if i == 0 else f"{base}-{i}")
+        try:
+            p.mkdir()
+            return p
+        except FileExistsError:
+            continue
+    raise RuntimeError(f"cannot create a new run directory under {root}")
+
+
+def save(run_dir: str | Path, rows: list[Row], meta: dict) -> Path:
+    """Write results.json (atomically) and, when pandas and pyarrow exist, results.parquet."""
+    run_dir = Path(run_dir)
+    doc = {"meta": meta, "rows": [dataclasses.asdict(r) for r in rows], "summary": summarize(rows)}
+    tmp = run_dir / "results.json.tmp"
+    tmp.write_text(json.dumps(doc, indent=1, default=_jsonable))
+    os.replace(tmp, run_dir / "results.json")
+    try:
+        import pandas as pd
+        to_frame(rows).to_parquet(run_dir / "results.parquet")
+    except Exception:  # parquet is a convenience copy; results.json is the record
+        pass
+    return run_dir / "results.json"
+
+
+def _jsonable(x):
+    if isinstance(x, float) and not math.isfinite(x):
+        return str(x)
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+def load(path: str | Path) -> tuple[list[Row], dict]:
+    """Rows and meta from a run directory or a results.json; errors name the file."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / "results.json"
+    try:
+        doc = json.loads(p.read_text())
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p}: no results file") from None
+    except json.JSONDecodeError as e:
+        raise ValueError(f"{p}: not valid JSON ({e})") from None
+    if not isinstance(doc, dict) or "rows" not in doc:
+        raise ValueError(f"{p}: field 'rows' missing: not a KernelSeek results file")
+    rows = []
+    for i, d in enumerate(doc["rows"]):
+        if not isinstance(d, dict) or "scenario" not in d:
+            raise ValueError(f"{p}: rows[{i}] has no field 'scenario'")
+        rows.append(Row.from_dict(d))
+    return rows, doc.get("meta", {})
+
+
+def to_frame(rows: list[Row]):
+    """A pandas DataFrame with one column per Row field and the features spread out."""
+    import pandas as pd
+    recs = []
+    for r in rows:
+        d = dataclasses.asdict(r)
+        feats = d.pop("features") or {}
+        d.pop("baselines", None)
+        d.pop("stand_in", None)
+        d.update({f"f_{k}": v for k, v in feats.items()})
+        recs.append(d)
+    return pd.DataFrame(recs)
+
+
+def format_table(rows: list[Row], summary: dict | None = None) -> str:
+    """The per-scenario table and summary as plain text (what `kernelseek eval` prints)."""
+    hdr = f"{'#':>3} {'scenario':34} {'status':8} {'err/bound':>9} {'ms':>9} {'baseline':>16} {'base ms':>9} {'speedup':>7} {'TFLOP/s':>8} {'GB/s':>7}"
+    lines = [hdr, "-" * len(hdr)]
+    for r in rows:
+        def f(x, fmt):
+            return format(x, fmt) if isinstance(x, (int, float)) else "-"
+        base = r.baseline or ("n/a" if r.baseline_status == "n/a" else r.baseline_status)
+        lines.append(
+            f"{(r.row if r.row is not None else ''):>3} {r.scenario[:34]:34} {r.status:8} {f(r.err_ratio, '9.3f')} "
+            f"{f(r.time_ms, '9.4f')} {base[:16]:>16} {f(r.baseline_ms, '9.4f')} {f(r.speedup, '7.3f')} "
+            f"{f(r.tflops, '8.1f')} {f(r.gbps, '7.0f')}"
+            + ("  SUSPICIOUS" if r.suspicious else "")
+            + (f"  [{r.reason[:60]}]" if r.status != "passed" and r.reason else "")
+        )
+    s = summary or summarize(rows)
+    gm = s["geomean_speedup"]
+    w = s["worst"]
+    lines.append("-" * len(hdr))
+    lines.append(
+        f"correct {s['passed']}/{s['scenarios']}  geomean speedup "
+        + (f"{gm:.3f}x" if gm else "n/a")
+        + (f"  worst {w['speedup']:.3f}x ({w['scenario']})" if w else "")
+        + f"  at/above parity {s['at_parity']}/{s['timed']}"
+        + (f"  n/a {s['na']}" if s["na"] else "")
+        + (f"  suspicious {s['suspicious']}" if s["suspicious"] else "")
+    )
+    return "\n".join(lines)
