@@ -142,7 +142,8 @@ class Scenario:
         q = rows_q * self.heads_q * self.head_dim * eb
         kv = rows_k * self.heads_kv * (self.head_dim + self.dv) * eb
         o = rows_q * self.heads_q * self.dv * ob + rows_q * self.heads_q * 4
-        return float(q + kv + o)
+        descales = 3 * self.n_batch * self.heads_kv * 4 if self.dtype == "fp8" else 0
+        return float(q + kv + o + descales)
 
     def kv_bytes(self) -> float:
         """K and V bytes actually attended over (decode's figure of merit)."""
@@ -186,7 +187,7 @@ def _coerce(raw: dict, where: str) -> dict:
                     raise GridError(f"{where}: field '{key}' must be a list of integers, got {val!r}")
                 val = tuple(val)
         elif key == "window":
-            if not isinstance(val, (list, tuple)) or len(val) != 2 or not all(isinstance(x, int) for x in val):
+            if not isinstance(val, (list, tuple)) or len(val) != 2 or not all(isinstance(x, int) and not isinstance(x, bool) for x in val):
                 raise GridError(f"{where}: field 'window' must be [left, right] integers, got {val!r}")
             val = tuple(val)
         elif key in ("causal", "sinks"):
@@ -204,6 +205,10 @@ def validate(s: Scenario, where: str) -> None:
     """Raise GridError naming `where` (file and scenario) and the field at fault."""
     def bad(fld: str, msg: str):
         raise GridError(f"{where}: field '{fld}': {msg}")
+    if not isinstance(s.name, str) or not s.name:
+        bad("name", f"must be a non-empty string, got {s.name!r}")
+    if s.row is not None and (isinstance(s.row, bool) or not isinstance(s.row, int) or s.row <= 0):
+        bad("row", f"must be a positive integer, got {s.row!r}")
     if s.dtype not in DTYPES:
         bad("dtype", f"{s.dtype!r} is not one of {DTYPES}")
     for f in ("heads_q", "heads_kv", "head_dim"):
@@ -211,9 +216,13 @@ def validate(s: Scenario, where: str) -> None:
             bad(f, "must be positive")
     if s.heads_q % s.heads_kv:
         bad("heads_kv", f"heads_q={s.heads_q} is not a multiple of heads_kv={s.heads_kv}")
+    if s.head_dim_v < 0:
+        bad("head_dim_v", "must be >= 0 (0 = head_dim)")
     if s.head_dim % 8 or s.dv % 8 or s.head_dim > 256 or s.dv > 256:
         bad("head_dim", "head dims must be multiples of 8, at most 256")
     if s.varlen:
+        if not s.seqlens_q:
+            bad("seqlens_q", "varlen needs at least one sequence")
         if s.seqlens_k is None or len(s.seqlens_k) != len(s.seqlens_q):
             bad("seqlens_k", "varlen needs seqlens_k with one entry per seqlens_q entry")
         if any(x < 0 for x in s.seqlens_q + s.seqlens_k):
@@ -275,12 +284,23 @@ def _expand_generate(gen: dict, where: str) -> list[dict]:
     feature is spread over the grid without multiplying it. Axis values that are mappings are
     merged into the scenario (for axes like "layout" that set several fields at once).
     """
+    if not isinstance(gen, dict):
+        raise GridError(f"{where}: a 'generate' block must be a mapping, got {type(gen).__name__}")
+    unknown = set(gen) - {"name", "axes", "rotate", "base"}
+    if unknown:
+        raise GridError(f"{where}: unknown key(s) {sorted(unknown)} (known: axes, base, name, rotate)")
     axes = gen.get("axes") or {}
     rotate = gen.get("rotate") or {}
     base = gen.get("base") or {}
     template = gen.get("name")
-    if not isinstance(axes, dict) or not axes or not template:
-        raise GridError(f"{where}: 'generate' needs 'name' and a non-empty 'axes' mapping")
+    if not isinstance(axes, dict) or not axes or not template or not isinstance(template, str):
+        raise GridError(f"{where}: field 'name': 'generate' needs a 'name' template and a non-empty 'axes' mapping")
+    if not isinstance(rotate, dict) or not isinstance(base, dict):
+        raise GridError(f"{where}: 'rotate' and 'base' must be mappings")
+    for sect, m in (("axes", axes), ("rotate", rotate)):
+        for k, vals in m.items():
+            if not isinstance(vals, list) or not vals:
+                raise GridError(f"{where}: field '{k}': {sect} values must be a non-empty list, got {vals!r}")
     keys = list(axes)
     out = []
     for i, combo in enumerate(itertools.product(*(axes[k] for k in keys))):
@@ -306,7 +326,9 @@ def _expand_generate(gen: dict, where: str) -> list[dict]:
         try:
             d["name"] = template.format(i=i, **labels)
         except (KeyError, IndexError) as e:
-            raise GridError(f"{where}: name template {template!r} uses unknown label {e}") from None
+            raise GridError(f"{where}: scenario #{i}: field 'name': template {template!r} uses unknown label {e}") from None
+        except ValueError as e:
+            raise GridError(f"{where}: scenario #{i}: field 'name': bad template {template!r}: {e}") from None
         out.append(d)
     return out
 
@@ -335,6 +357,10 @@ def load_grid(name_or_path: str | Path) -> list[Scenario]:
     if unknown:
         raise GridError(f"{path}: unknown top-level key(s) {sorted(unknown)}")
     defaults = doc.get("defaults") or {}
+    if not isinstance(defaults, dict):
+        raise GridError(f"{path}: 'defaults' must be a mapping, got {type(defaults).__name__}")
+    if not isinstance(doc.get("scenarios") or [], list):
+        raise GridError(f"{path}: 'scenarios' must be a list")
     raws: list[tuple[str, dict]] = []
     for j, raw in enumerate(doc.get("scenarios") or []):
         label = raw.get("name", f"#{j}") if isinstance(raw, dict) else f"#{j}"
@@ -365,6 +391,8 @@ def select(scenarios: list[Scenario], pattern: str | None) -> list[Scenario]:
     keep = []
     for tok in pattern.split(","):
         tok = tok.strip()
+        if not tok:
+            continue
         if "-" in tok and all(p.isdigit() for p in tok.split("-", 1)):
             a, b = map(int, tok.split("-", 1))
             keep += [s for s in scenarios if s.row is not None and a <= s.row <= b]

@@ -1,0 +1,231 @@
+"""`kernelseek eval`: a grid through build -> constraints -> worker (check, time) -> results.
+
+    kernelseek eval kernels/naive_fwd.cu --grid bench26 --baseline best
+    kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
+
+Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
+rows, derives speedup and rates, flags suspicious results, and writes the run directory
+(results.json, meta.json, build/). Exit codes are listed in `kernelseek --help` (cli.EXIT_CODES).
+"""
+from __future__ import annotations
+
+import json
+import math
+import os
+import shlex
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from . import results as R
+from .scenarios import GridError, Scenario, load_grid, select
+
+REPO = Path(__file__).resolve().parent.parent
+SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
+
+
+def git_revision() -> str:
+    try:
+        rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
+                             timeout=10).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
+                               capture_output=True, text=True, timeout=10).stdout.strip()
+        return (rev or "unknown") + ("-dirty" if dirty else "")
+    except Exception:
+        return "unknown"
+
+
+def load_ceilings(gpu: str | None) -> dict | None:
+    """The committed ceilings for this GPU (data/ceilings/<slug>.json), if measured."""
+    if not gpu:
+        return None
+    slug = "".join(c if c.isalnum() else "_" for c in gpu)
+    p = REPO / "data" / "ceilings" / f"{slug}.json"
+    return json.loads(p.read_text()) if p.exists() else None
+
+
+def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) -> R.Row:
+    """A results row from a worker reply: winner, speedup, rates, suspicious flag."""
+    row = R.Row(scenario=s.name, row=s.row, grid=grid, features=s.features(), flops=s.flops(),
+                min_bytes=s.min_bytes())
+    row.status = reply.get("status", "error")
+    row.reason = reply.get("reason", "")
+    for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
+              "time_p90_ms", "kernel_ms", "host_ms"):
+        setattr(row, k, reply.get(k))
+    bl = reply.get("baselines") or {}
+    row.baselines = bl
+    timed = {n: b for n, b in bl.items() if b.get("status") == "passed" and b.get("time_ms")}
+    stand = {n: b for n, b in timed.items() if "standin" in n}
+    real = {n: b for n, b in timed.items() if n not in stand}
+    if stand:
+        n, b = min(stand.items(), key=lambda kv: kv[1]["time_ms"])
+        row.stand_in = {"name": n, "time_ms": b["time_ms"], "note": "dense K/V already gathered: not the same work"}
+    if real:
+        n, b = min(real.items(), key=lambda kv: kv[1]["time_ms"])
+        row.baseline, row.baseline_version, row.baseline_status = n, b.get("version"), "passed"
+        row.baseline_ms, row.baseline_kernel_ms, row.baseline_host_ms = b["time_ms"], b.get("kernel_ms"), b.get("host_ms")
+        row.baseline_tflops = row.flops / (b["time_ms"] * 1e-3) / 1e12
+    else:
+        why = "; ".join(f"{n}: {b.get('status')} {b.get('reason', '')[:80]}" for n, b in bl.items() if n not in stand)
+        skipped = "; ".join(reply.get("baselines_skipped") or [])
+        row.baseline_status = "n/a"
+        row.baseline_reason = why or skipped or "no baseline computes this scenario"
+    if row.status == "passed" and row.time_ms:
+        row.tflops = row.flops / (row.time_ms * 1e-3) / 1e12
+        row.gbps = row.min_bytes / (row.time_ms * 1e-3) / 1e9
+        if row.baseline_ms:
+            row.speedup = row.baseline_ms / row.time_ms
+    flags = []
+    if row.speedup and row.speedup > SUSPICIOUS_SPEEDUP:
+        flags.append(f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x")
+    if ceilings and row.tflops:
+        key = "fp8_tflops" if s.dtype == "fp8" else f"{s.dtype}_tflops"
+        peak = ceilings.get(key)
+        if peak and row.tflops > peak:
+            flags.append(f"{row.tflops:.0f} TFLOP/s above the measured {key} ceiling {peak:.0f}")
+        bw = ceilings.get("read_gbps") or ceilings.get("copy_gbps")
+        if bw and row.gbps and row.gbps > bw * 1.02:
+            flags.append(f"{row.gbps:.0f} GB/s above the measured bandwidth ceiling {bw:.0f}")
+    row.suspicious = bool(flags)
+    row.suspicious_reason = "; ".join(flags)
+    return row
+
+
+def exit_code(rows: list[R.Row]) -> int:
+    st = {r.status for r in rows}
+    if "refused" in st:
+        return 3
+    if "failed" in st:
+        return 1
+    if st & {"error", "timeout"}:
+        return 4
+    if any(r.status == "passed" and r.speedup is None for r in rows) and any(r.time_ms for r in rows):
+        return 5
+    return 0
+
+
+def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
+             check_only: bool = False, seed: int = 0, timeout_s: float = 300.0, budget_s: float = 0.4,
+             runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
+             command: str = "") -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults."""
+    from . import build as B
+    from . import constraints as C
+    from .worker import Worker
+    t_start = time.perf_counter()
+    scen = select(load_grid(grid), scenarios)
+    run = R.new_run_dir(runs_dir, Path(kernel).stem)
+    (run / "build").mkdir()
+    kpath = Path(kernel)
+    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
+            "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
+            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+    phases = {"build_s": 0.0, "worker_start_s": 0.0}
+    rows: list[R.Row] = []
+    so = None
+    t = time.perf_counter()
+    if not kpath.exists():
+        raise FileNotFoundError(f"kernel file {kernel}: not found")
+    br = B.build(kpath, arch=arch)
+    phases["build_s"] = time.perf_counter() - t
+    (run / "build" / "log.txt").write_text(br.log or "")
+    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
+    meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
+    refuse = None
+    if not br.ok:
+        refuse = "build failed: " + (br.log or "").strip()[-400:]
+    else:
+        cr = C.check_binary(br.so_path)
+        cs = C.check_source(kpath)
+        reasons = list(cr.reasons) + list(cs.reasons)
+        meta["constraints"] = reasons
+        if reasons:
+            refuse = "constraint check refused the kernel: " + "; ".join(reasons)
+        so = str(br.so_path)
+    if refuse:
+        rows = [R.Row(scenario=s.name, row=s.row, grid=grid, status="refused", reason=refuse,
+                      features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
+        meta["wall_s"] = time.perf_counter() - t_start
+        R.save(run, rows, meta)
+        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        return run, rows, meta
+    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    t = time.perf_counter()
+    info = w.request({"op": "meta"}, timeout=180)
+    phases["worker_start_s"] = time.perf_counter() - t
+    meta["env"] = info
+    ceilings = load_ceilings(info.get("gpu"))
+    agg: dict[str, float] = {}
+    bar = _progress(scen, progress)
+    try:
+        for s in bar:
+            if hasattr(bar, "set_postfix_str"):
+                bar.set_postfix_str(s.name[:30])
+            req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
+                   "seed": seed, "check_only": check_only, "budget_s": budget_s}
+            reply = w.request(req, timeout=timeout_s)
+            for k, v in (reply.pop("phases_s", None) or {}).items():
+                agg[k] = agg.get(k, 0.0) + v
+            rows.append(make_row(s, grid, reply, ceilings))
+            R.save(run, rows, meta)                      # partial results survive a dead harness
+    finally:
+        w.close()
+    meta["worker_restarts"] = w.restarts
+    wall = time.perf_counter() - t_start
+    meta["wall_s"] = wall
+    meta["phases_s"] = {**phases, **agg}
+    meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
+    meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+    R.save(run, rows, meta)
+    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    return run, rows, meta
+
+
+def _progress(items, on: bool):
+    if not on:
+        return items
+    try:
+        from tqdm import tqdm
+        return tqdm(items, unit="scenario", file=sys.stderr, dynamic_ncols=True)
+    except ImportError:
+        return items
+
+
+def register(sub) -> None:
+    p = sub.add_parser("eval", help="build, check and time a kernel on a grid")
+    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
+    p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
+    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
+    p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
+    p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
+    p.add_argument("--json", action="store_true", help="print results.json instead of the table")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario before the worker is killed")
+    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--arch", default="sm_90a")
+    p.add_argument("--no-progress", action="store_true")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    try:
+        run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
+                                   args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
+                                   progress=not args.no_progress)
+    except (GridError, FileNotFoundError, ValueError) as e:
+        print(f"kernelseek eval: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print((run / "results.json").read_text())
+    else:
+        print(R.format_table(rows))
+        ov = meta.get("harness_overhead_s")
+        print(f"run directory: {run}   wall {meta.get('wall_s', 0):.1f} s"
+              + (f", harness overhead {ov:.1f} s" if ov is not None else ""))
+    return exit_code(rows)

@@ -1,0 +1,105 @@
+"""`kernelseek main`: the README's main job; `kernelseek show RUN`: print a run's table.
+
+With a CUDA GPU, main evaluates the project's kernel on bench26 against the best baseline.
+Without one it does the part that needs no GPU: it replays the committed H200 results of the last
+run (data/runs/) through the results table, gap triage and bound differencing, writes figures,
+and says that checking and timing need a GPU.
+"""
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+from . import results as R
+
+REPO = Path(__file__).resolve().parent.parent
+COMMITTED = REPO / "data" / "runs"
+
+
+def committed_runs(root: Path = COMMITTED, grid: str | None = None) -> list[Path]:
+    """Committed run directories, oldest first (by the finish time recorded in their meta)."""
+    runs = []
+    for p in sorted(root.glob("*/results.json")):
+        try:
+            meta = json.loads(p.read_text()).get("meta", {})
+        except ValueError:
+            continue
+        if grid and meta.get("grid") != grid:
+            continue
+        runs.append((meta.get("finished_utc") or meta.get("started_utc") or "", p.parent))
+    return [d for _, d in sorted(runs)]
+
+
+def _has_gpu() -> bool:
+    try:
+        import torch
+        return torch.cuda.is_available()
+    except Exception:
+        return False
+
+
+def describe(run: Path) -> str:
+    rows, meta = R.load(run)
+    env = meta.get("env", {})
+    head = (f"run {run.name}: kernel {meta.get('kernel')} (sha256 {str(meta.get('kernel_sha256'))[:12]}), "
+            f"grid {meta.get('grid')}, baseline {meta.get('baseline')}\n"
+            f"GPU {env.get('gpu', '?')}, driver {env.get('driver', '?')}, torch {env.get('torch', '?')}, "
+            f"git {meta.get('git_rev', '?')}, {meta.get('finished_utc', '')}")
+    return head + "\n" + R.format_table(rows)
+
+
+def replay(out_dir: Path, run: Path | None = None) -> int:
+    runs = [run] if run else committed_runs(grid="bench26") or committed_runs()
+    if not runs:
+        print(f"no committed results under {COMMITTED}", file=sys.stderr)
+        return 2
+    last = runs[-1]
+    print("No CUDA GPU here: checking and timing need a GPU (see README). Replaying the committed "
+          "H200 results of the last run.\n")
+    print(describe(last))
+    rows, meta = R.load(last)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    try:
+        from . import triage
+        print("\n" + triage.report(rows))
+    except (ImportError, AttributeError) as e:
+        print(f"\n(gap triage unavailable: {e})")
+    try:
+        from . import bounds
+        print("\n" + bounds.report(rows, meta))
+    except (ImportError, AttributeError, FileNotFoundError) as e:
+        print(f"\n(bound differencing unavailable: {e})")
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        from . import plots
+        fig = plots.speedup_bars(rows)
+        fig.savefig(out_dir / "speedup.png", dpi=110, bbox_inches="tight")
+        print(f"\nfigure: {out_dir / 'speedup.png'}")
+    except (ImportError, AttributeError) as e:
+        print(f"(plots unavailable: {e})")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("main", help="evaluate on a GPU, else replay the committed H200 results")
+    p.add_argument("--kernel", help="kernel file (default: kernels/fa3_hopper.cu if present, else naive_fwd.cu)")
+    p.add_argument("--grid", default="bench26")
+    p.add_argument("--out", default="out", help="where figures go")
+    p.add_argument("--replay", action="store_true", help="replay even when a GPU is present")
+    p.set_defaults(func=_main)
+    s = sub.add_parser("show", help="print a run's results table and summary")
+    s.add_argument("run", help="run directory or results.json")
+    s.set_defaults(func=lambda a: print(describe(Path(a.run).parent if a.run.endswith(".json") else Path(a.run))) or 0)
+
+
+def _main(args) -> int:
+    if args.replay or not _has_gpu():
+        return replay(Path(args.out))
+    from .evaluate import evaluate, exit_code
+    kernel = args.kernel or next(str(p) for p in (REPO / "kernels" / "fa3_hopper.cu", REPO / "kernels" / "naive_fwd.cu")
+                                 if p.exists())
+    run, rows, meta = evaluate(kernel, args.grid, "best", command=f"kernelseek main --grid {args.grid}")
+    print(describe(run))
+    return exit_code(rows)

@@ -1,0 +1,132 @@
+"""Timing on the GPU: per-call time with CUDA events, kernel-only device time, host time.
+
+What is measured, per implementation (candidate or baseline), all in one process on one stream:
+- `time_ms`: the median over batches of (event elapsed around K back-to-back calls) / K: what a
+  user of the function sees, launches and host work inside the call included. p10 and p90 too.
+- `kernel_ms`: the device time of the kernels alone, from the profiler's kernel records (sum of
+  kernel durations over a batch of calls / calls).
+- `host_ms`: host wall time per call to enqueue a batch (perf_counter, no synchronization inside).
+Calls rotate over several input sets whose bytes together pass 3x the L2 (so no call reads
+another's data from the L2), and implementations are interleaved batch by batch (ABAB...), so
+clock drift and thermal state hit all of them alike. Warm-up calls first, so JIT compilation of
+baselines stays out of every number.
+"""
+from __future__ import annotations
+
+import statistics
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+
+@dataclass
+class Timing:
+    time_ms: float          # median per call
+    p10_ms: float
+    p90_ms: float
+    kernel_ms: float | None  # device time of kernels per call (None if the profiler failed)
+    host_ms: float          # host enqueue time per call
+    calls: int              # calls timed in total
+    batches: int
+
+    def as_dict(self, prefix: str = "") -> dict:
+        return {f"{prefix}time_ms": self.time_ms, f"{prefix}time_p10_ms": self.p10_ms,
+                f"{prefix}time_p90_ms": self.p90_ms, f"{prefix}kernel_ms": self.kernel_ms,
+                f"{prefix}host_ms": self.host_ms}
+
+
+def _quantile(xs: list[float], q: float) -> float:
+    xs = sorted(xs)
+    if len(xs) == 1:
+        return xs[0]
+    pos = q * (len(xs) - 1)
+    lo = int(pos)
+    hi = min(lo + 1, len(xs) - 1)
+    return xs[lo] + (xs[hi] - xs[lo]) * (pos - lo)
+
+
+def sets_needed(bytes_per_set: float, l2_bytes: float = 60e6, cap: int = 8) -> int:
+    """Input sets to rotate so that their total passes 3x the L2 (at least 2, at most cap)."""
+    import math
+    return max(2, min(cap, math.ceil(3 * l2_bytes / max(bytes_per_set, 1.0))))
+
+
+def kernel_time_ms(call: Callable[[int], None], n_sets: int, calls: int) -> float | None:
+    """Device time of the kernels launched by `calls` calls, per call, from torch's profiler."""
+    import torch
+    try:
+        from torch.profiler import ProfilerActivity, profile
+        torch.cuda.synchronize()
+        with profile(activities=[ProfilerActivity.CUDA]) as prof:
+            for i in range(calls):
+                call(i % n_sets)
+            torch.cuda.synchronize()
+        total_us = 0.0
+        for evt in prof.events():                        # kernels, memcpys and memsets alike
+            if "CUDA" in str(getattr(evt, "device_type", "")):
+                total_us += getattr(evt, "device_time", None) or getattr(evt, "cuda_time", 0.0) or 0.0
+        if total_us <= 0:
+            return None
+        return total_us / 1000.0 / calls
+    except Exception:
+        return None
+
+
+def time_interleaved(impls: dict[str, Callable[[int], None]], n_sets: int, *,
+                     budget_s: float = 0.4, min_batches: int = 5, max_batches: int = 50,
+                     target_batch_ms: float = 2.0, warmup: int = 3,
+                     profile_kernels: bool = True) -> dict[str, Timing]:
+    """Time every implementation in `impls` (name -> call(set_index)) interleaved.
+
+    Batch size K per implementation is chosen so one batch lasts about `target_batch_ms`; the
+    number of batches so the whole measurement of one implementation takes about `budget_s`
+    (within [min_batches, max_batches]). The last call of every implementation runs on set 0,
+    so the caller can check the output of the last timed launch.
+    """
+    import torch
+    stream = torch.cuda.current_stream()
+    est: dict[str, float] = {}
+    for name, call in impls.items():                     # warm-up and a first estimate
+        for i in range(warmup):
+            call(i % n_sets)
+        torch.cuda.synchronize()
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        a.record(stream)
+        call(0)
+        b.record(stream)
+        b.synchronize()
+        est[name] = max(a.elapsed_time(b), 1e-4)
+    k = {n: max(1, min(200, int(target_batch_ms / e))) for n, e in est.items()}
+    nb = {n: max(min_batches, min(max_batches, int(budget_s * 1e3 / (e * k[n])))) for n, e in est.items()}
+    n_rounds = max(nb.values())
+    per_call: dict[str, list[float]] = {n: [] for n in impls}
+    host: dict[str, list[float]] = {n: [] for n in impls}
+    for r in range(n_rounds):
+        for name, call in impls.items():
+            if r >= nb[name]:
+                continue
+            kk = k[name]
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            t0 = time.perf_counter()
+            a.record(stream)
+            for i in range(kk):
+                call((kk - 1 - i) % n_sets)               # ends on set 0
+            b.record(stream)
+            t1 = time.perf_counter()
+            b.synchronize()
+            torch.cuda.synchronize()                      # work on other streams counts too
+            per_call[name].append(a.elapsed_time(b) / kk)
+            host[name].append((t1 - t0) * 1e3 / kk)
+    out = {}
+    for name, call in impls.items():
+        xs = per_call[name]
+        kms = None
+        if profile_kernels:
+            kms = kernel_time_ms(call, n_sets, max(1, min(k[name], 20)))
+            call(0)                                       # keep "last call on set 0"
+            torch.cuda.synchronize()
+        out[name] = Timing(time_ms=statistics.median(xs), p10_ms=_quantile(xs, 0.1), p90_ms=_quantile(xs, 0.9),
+                           kernel_ms=kms, host_ms=statistics.median(host[name]),
+                           calls=sum(k[name] for _ in xs), batches=len(xs))
+    return out

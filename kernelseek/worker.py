@@ -1,0 +1,336 @@
+"""The worker: a child process that owns the CUDA context and runs one scenario per request.
+
+Protocol: one JSON object per line. The parent writes requests to the child's stdin; the child
+answers on a private copy of its original stdout (fd 1 itself is pointed at stderr, so anything a
+candidate prints cannot corrupt a reply). The parent (`Worker`) enforces a timeout per request;
+a crash, a timeout or a malformed reply becomes an error reply, the child is killed and the next
+request starts a fresh one. Nothing the candidate does reaches the parent's memory.
+
+Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
+          {"op": "scenario", "scenario": {...}, "kernel_so": path|None, "baseline": spec, "seed": int,
+           "check_only": bool, "budget_s": float, "stand_in": bool} -> fields of a results Row.
+Run by hand: `python -m kernelseek.worker` and type requests.
+"""
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import subprocess
+import sys
+import time
+import traceback
+from pathlib import Path
+
+
+# ======================================================================= parent side ===========
+_EOF = "\x00<eof>"                                   # sentinel: the child closed its reply pipe
+
+
+class Worker:
+    """A restartable child process; `request()` never raises for anything the child does."""
+
+    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None):
+        self.cmd = cmd or [sys.executable, "-m", "kernelseek.worker"]
+        self.env = env
+        self.log_path = Path(log_path) if log_path else None
+        self.proc: subprocess.Popen | None = None
+        self.restarts = 0
+        self._started = 0
+        self._buf = b""
+
+    def _start(self):
+        err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
+        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
+                                     env=self.env, start_new_session=True)
+        self._buf = b""
+
+    def kill(self):
+        if self.proc and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, 9)
+            except (ProcessLookupError, PermissionError):
+                self.proc.kill()
+            self.proc.wait(timeout=30)
+        self.proc = None
+
+    def close(self):
+        self.kill()
+
+    def _stderr_tail(self, n=1500) -> str:
+        if not self.log_path or not self.log_path.exists():
+            return ""
+        data = self.log_path.read_bytes()[-n:]
+        return data.decode(errors="replace")
+
+    def request(self, req: dict, timeout: float) -> dict:
+        """Send one request; the reply, or {"status": "timeout"|"error", "reason": ...}."""
+        if self.proc is None or self.proc.poll() is not None:
+            self.restarts += self._started                 # every start after the first is a restart
+            self._started = 1
+            self._start()
+        try:
+            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.flush()
+        except (BrokenPipeError, OSError) as e:
+            code = self.proc.poll()
+            self.kill()
+            return {"status": "error", "reason": f"worker died before the request (exit {code}): {e}; {self._stderr_tail(400)}"}
+        line = self._readline(timeout)
+        if line is None or line is _EOF:
+            code = None
+            if line is _EOF:                      # the child closed its end: wait for its exit code
+                try:
+                    code = self.proc.wait(timeout=10)
+                except subprocess.TimeoutExpired:
+                    pass
+            if line is None:
+                self.kill()
+                return {"status": "timeout", "reason": f"no reply within {timeout:.0f} s; worker killed"}
+            tail = self._stderr_tail()
+            self.kill()
+            return {"status": "error", "reason": f"worker crashed (exit {code}): {tail.strip()[-600:]}"}
+        try:
+            reply = json.loads(line)
+            if not isinstance(reply, dict) or "status" not in reply:
+                raise ValueError("reply is not an object with a status")
+        except ValueError as e:
+            self.kill()
+            return {"status": "error", "reason": f"malformed reply from worker ({e}): {line[:200]!r}"}
+        if reply.pop("_exit", False):          # the child asked to be replaced (dead CUDA context)
+            self.kill()
+        return reply
+
+    def _readline(self, timeout: float) -> str | None:
+        out = self.proc.stdout
+        sel = selectors.DefaultSelector()
+        sel.register(out, selectors.EVENT_READ)
+        deadline = time.monotonic() + timeout
+        try:
+            while b"\n" not in self._buf:
+                left = deadline - time.monotonic()
+                if left <= 0 or not sel.select(left):
+                    return None
+                chunk = os.read(out.fileno(), 1 << 16)
+                if not chunk:
+                    return _EOF
+                self._buf += chunk
+        finally:
+            sel.close()
+        line, self._buf = self._buf.split(b"\n", 1)
+        return line.decode(errors="replace")
+
+
+# ======================================================================== child side ===========
+def _meta() -> dict:
+    import platform
+    import torch
+    d: dict = {"status": "passed", "python": platform.python_version(), "torch": torch.__version__,
+               "cuda_available": torch.cuda.is_available()}
+    if torch.cuda.is_available():
+        p = torch.cuda.get_device_properties(0)
+        d.update(gpu=p.name, sm_count=p.multi_processor_count, capability=f"{p.major}.{p.minor}",
+                 memory_gb=round(p.total_memory / 1e9, 1), cuda_runtime=torch.version.cuda,
+                 cudnn=torch.backends.cudnn.version(), l2_bytes=getattr(p, "L2_cache_size", None))
+    try:
+        q = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
+        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=20).stdout.strip().splitlines()
+        if out:
+            f = [x.strip() for x in out[0].split(",")]
+            d.update(driver=f[1], clocks_sm=f[2], clocks_max_sm=f[3], clocks_mem=f[4], temperature=f[5], power=f[6])
+    except Exception as e:
+        d["nvidia_smi"] = f"unavailable: {e}"
+    from . import baselines
+    libs = {}
+    for name in list(baselines.REGISTRY):
+        b = baselines.get(name)
+        ok, why = b.available()
+        libs[name] = b.version() if ok else f"unavailable: {why}"
+    d["baselines"] = libs
+    try:
+        import triton
+        d["triton"] = triton.__version__
+    except Exception:
+        pass
+    return d
+
+
+def _scenario(req: dict) -> dict:
+    import torch
+    from . import abi, baselines, timing
+    from .check import check_output
+    from .inputs import alloc_outputs, make_inputs
+    from .reference import attention_ref
+    from .scenarios import Scenario
+
+    sd = dict(req["scenario"])
+    for k in ("seqlens_q", "seqlens_k", "cache_seqlens", "leftpad", "window"):
+        if sd.get(k) is not None:
+            sd[k] = tuple(sd[k])
+    s = Scenario(**sd)
+    seed = int(req.get("seed", 0))
+    check_only = bool(req.get("check_only"))
+    dev = "cuda"
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    phases: dict[str, float] = {}
+
+    def mark(name):
+        nonlocal t0
+        torch.cuda.synchronize()
+        t1 = time.perf_counter()
+        phases[name] = phases.get(name, 0.0) + (t1 - t0)
+        t0 = t1
+
+    inp = make_inputs(s, seed, device=dev)
+    mark("inputs")
+    ref32 = attention_ref(s, inp, "fp32")
+    reflp = attention_ref(s, inp, "lowp")
+    mark("reference")
+    out: dict = {"status": "passed", "reason": "", "phases_s": phases, "baselines": {}}
+
+    # ---- candidate: poisoned outputs, one checked call ----
+    lib = None
+    params_for = {}
+    if req.get("kernel_so"):
+        lib = abi.load(req["kernel_so"])
+        o, lse = alloc_outputs(s, inp)
+        ws = _workspace(lib, abi, s, inp, o, lse)
+        rc = lib.fwd(abi.make_params(s, inp, o, lse, ws), torch.cuda.current_stream().cuda_stream)
+        torch.cuda.synchronize()                           # device-wide: other streams count too
+        if rc != 0:
+            out.update(status="error", reason=f"kernel returned status {rc} ({abi.status_name(rc)})")
+        else:
+            c = check_output(s, o, lse, ref32, reflp)
+            out.update(max_err=c.max_err, ref_err=c.ref_err, err_bound=c.err_bound, err_ratio=c.err_ratio,
+                       lse_err=c.lse_err)
+            if not c.passed:
+                out.update(status="failed", reason=c.reason)
+        del o, lse
+        mark("candidate_check")
+
+    # ---- baselines: each checked like a candidate ----
+    picked, skipped = baselines.choose(req.get("baseline") or "best", s)
+    out["baselines_skipped"] = skipped
+    bound = {}
+    for b in picked:
+        rec = {"version": _safe(b.version)}
+        try:
+            bb = b.bind(s, inp)
+            raw = bb.call()
+            torch.cuda.synchronize()
+            bo, blse = bb.result(raw)
+            c = check_output(s, bo, None, ref32, reflp)
+            rec.update(status="passed" if c.passed else "failed", reason=c.reason, err_ratio=c.err_ratio)
+            if c.passed:
+                bound[b.name] = b
+        except Exception as e:
+            rec.update(status="error", reason=f"{type(e).__name__}: {str(e)[:300]}")
+            torch.cuda.synchronize()
+        out["baselines"][b.name] = rec
+    mark("baseline_check")
+    if check_only or out["status"] != "passed" and not bound:
+        return out
+
+    # ---- timing: fresh input sets, rotated; candidate and baselines interleaved ----
+    n_sets = timing.sets_needed(s.min_bytes())
+    sets = [make_inputs(s, seed + 1 + i, device=dev) for i in range(n_sets)]
+    impls = {}
+    cand_outs = []
+    if lib is not None and out["status"] == "passed":
+        for st in sets:
+            o, lse = alloc_outputs(s, st)
+            ws = _workspace(lib, abi, s, st, o, lse)
+            cand_outs.append((o, lse, abi.make_params(s, st, o, lse, ws), ws))
+        stream = torch.cuda.current_stream().cuda_stream
+
+        def cand(i):
+            rc = lib.fwd(cand_outs[i][2], stream)
+            if rc != 0:
+                raise RuntimeError(f"kernel returned status {rc} during timing")
+        impls["candidate"] = cand
+    for name, b in bound.items():
+        try:
+            calls = [b.bind(s, st).call for st in sets]
+            impls[name] = (lambda cs: (lambda i: cs[i]()))(calls)
+        except Exception as e:
+            out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+    mark("timing_setup")
+    if cand_outs:
+        cand_outs[0][0].fill_(float("nan"))                # poison set 0: the last timed call must write it
+    res = timing.time_interleaved(impls, n_sets, budget_s=float(req.get("budget_s", 0.4)))
+    mark("timing")
+    if cand_outs:
+        o0, lse0 = cand_outs[0][0], cand_outs[0][1]
+        r32 = attention_ref(s, sets[0], "fp32")
+        rlp = attention_ref(s, sets[0], "lowp")
+        c = check_output(s, o0, lse0, r32, rlp)
+        if not c.passed:
+            out.update(status="failed", reason=f"output of the last timed call (fresh inputs) is wrong: {c.reason}")
+        mark("last_call_check")
+    for name, t in res.items():
+        if name == "candidate":
+            out.update(t.as_dict())
+        else:
+            out["baselines"][name].update(t.as_dict())
+    return out
+
+
+def _workspace(lib, abi, s, inp, o, lse):
+    import torch
+    n = lib.workspace_bytes(abi.make_params(s, inp, o, lse))
+    return torch.empty(max(int(n), 16), dtype=torch.uint8, device=o.device)
+
+
+def _safe(fn):
+    try:
+        return fn()
+    except Exception as e:
+        return f"unknown ({e})"
+
+
+def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
+    """Child main loop. Replies go to a private duplicate of fd 1; fd 1 then points at stderr."""
+    if reply_fd is None:
+        reply_fd = os.dup(1)
+        os.dup2(2, 1)
+    reply = os.fdopen(reply_fd, "w", buffering=1)
+    for line in inp:
+        if not line.strip():
+            continue
+        exit_after = False
+        try:
+            req = json.loads(line)
+            op = req.get("op")
+            if op == "meta":
+                ans = _meta()
+            elif op == "scenario":
+                ans = _scenario(req)
+            elif op == "exit":
+                return
+            else:
+                ans = {"status": "error", "reason": f"unknown op {op!r}"}
+        except Exception as e:
+            tb = traceback.format_exc(limit=4)
+            ans = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:500]}", "traceback": tb[-1500:]}
+            msg = str(e).lower()
+            exit_after = "cuda" in msg or "illegal" in msg or "accelerator" in msg
+        if exit_after:
+            ans["_exit"] = True                           # a sticky CUDA error: ask for a fresh worker
+        reply.write(json.dumps(ans, default=_jsonable) + "\n")
+        reply.flush()
+        if exit_after:
+            os._exit(0)
+
+
+def _jsonable(x):
+    if isinstance(x, float):
+        return None
+    if hasattr(x, "item"):
+        return x.item()
+    return str(x)
+
+
+if __name__ == "__main__":
+    serve()
