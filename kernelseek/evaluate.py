@@ -38,12 +38,15 @@ def git_revision() -> str:
 
 
 def load_ceilings(gpu: str | None) -> dict | None:
-    """The committed ceilings for this GPU (data/ceilings/<slug>.json), if measured."""
+    """The committed ceilings for exactly this GPU (data/ceilings/<slug>.json), if measured."""
+    from .bounds import gpu_slug, load_ceilings as _load
     if not gpu:
         return None
-    slug = "".join(c if c.isalnum() else "_" for c in gpu)
-    p = REPO / "data" / "ceilings" / f"{slug}.json"
-    return json.loads(p.read_text()) if p.exists() else None
+    try:
+        c = _load(gpu)
+    except FileNotFoundError:
+        return None
+    return c if c.get("slug", gpu_slug(c.get("gpu", ""))) == gpu_slug(gpu) else None
 
 
 def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) -> R.Row:

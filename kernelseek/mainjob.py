@@ -62,12 +62,13 @@ def replay(out_dir: Path, run: Path | None = None) -> int:
     out_dir.mkdir(parents=True, exist_ok=True)
     try:
         from . import triage
-        print("\n" + triage.report(rows))
+        print("\ngap triage\n" + triage.format_report(triage.triage(rows)))
     except (ImportError, AttributeError) as e:
         print(f"\n(gap triage unavailable: {e})")
     try:
         from . import bounds
-        print("\n" + bounds.report(rows, meta))
+        ceil = bounds.load_ceilings((meta.get("env") or {}).get("gpu"))
+        print("\nbound differencing\n" + bounds.format_bounds(bounds.bounds_table(rows, ceil, meta), ceil))
     except (ImportError, AttributeError, FileNotFoundError) as e:
         print(f"\n(bound differencing unavailable: {e})")
     try:

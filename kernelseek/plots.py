@@ -1,0 +1,119 @@
+"""Figures for triage, bounds, campaigns and instruction mixes (matplotlib, no pyplot state).
+
+Each function takes a table and returns a `matplotlib.figure.Figure`; save it with
+`fig.savefig("out.png")`, or let a notebook display it.
+"""
+from __future__ import annotations
+
+import math
+from collections import Counter
+from typing import Any
+
+import pandas as pd
+from matplotlib.figure import Figure
+
+from kernelseek.triage import as_rows, row_class, timeline as _timeline
+
+BELOW, ABOVE, BASE, FAIL = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad"
+
+
+def _label(r) -> str:
+    return str(r.row) if r.row is not None else r.scenario[:18]
+
+
+def speedup_bars(table: Any, title: str | None = None) -> Figure:
+    """Per-row speedup on a log axis, the parity line at 1; failed and n/a rows marked with x.
+
+    One bar per timed row, in table order, from 1 to the speedup; an untimed row gets an 'x' on
+    the parity line.
+    """
+    rows = as_rows(table)
+    fig = Figure(figsize=(max(6.0, 0.35 * len(rows) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    xs = list(range(len(rows)))
+    for x, r in zip(xs, rows):
+        cls = row_class(r)
+        if cls in ("below", "above"):
+            # drawn from the parity line: down for slower rows, up for faster ones
+            ax.bar(x, r.speedup - 1.0, bottom=1.0, color=BELOW if cls == "below" else ABOVE, width=0.8)
+        else:
+            ax.plot([x], [1.0], marker="x", color=FAIL, markersize=9, mew=2, linestyle="none")
+            ax.annotate("n/a" if cls == "n/a" else r.status, (x, 1.0), textcoords="offset points",
+                        xytext=(0, 8), ha="center", fontsize=7, color=FAIL, rotation=90)
+    ax.set_yscale("log")
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    sp = [r.speedup for r in rows if row_class(r) in ("below", "above")]
+    if sp:
+        lo, hi = min(sp + [1.0]), max(sp + [1.0])
+        ax.set_ylim(lo / 1.3, hi * 1.3)
+    ax.set_xticks(xs, [_label(r) for r in rows], rotation=90, fontsize=7)
+    ax.set_ylabel("speedup vs baseline (log)")
+    ax.set_title(title or "per-row speedup (below 1: slower than the baseline)")
+    return fig
+
+
+def sol_bars(table: Any, ceilings: dict | None = None, meta: dict | None = None, title: str | None = None) -> Figure:
+    """Fraction of the roofline bound reached per row: candidate and baseline side by side.
+
+    `table` is a results table (with `ceilings`) or an already computed bounds.bounds_table.
+    Two bars per row (a missing value draws an empty bar).
+    """
+    if isinstance(table, pd.DataFrame) and "sol_candidate" in table.columns:
+        df = table
+    else:
+        from kernelseek.bounds import bounds_table
+        if ceilings is None:
+            raise ValueError("sol_bars needs the ceilings dict for a results table")
+        df = bounds_table(table, ceilings, meta)
+    n = len(df)
+    fig = Figure(figsize=(max(6.0, 0.45 * n + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    xs = list(range(n))
+
+    def h(v):
+        return 0.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
+    ax.bar([x - 0.2 for x in xs], [h(v) for v in df["sol_candidate"]], width=0.4, color=ABOVE, label="candidate")
+    ax.bar([x + 0.2 for x in xs], [h(v) for v in df["sol_baseline"]], width=0.4, color=BASE, label="baseline")
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    labels = [str(int(r)) if r is not None and not pd.isna(r) else s[:18] for r, s in zip(df["row"], df["scenario"])]
+    ax.set_xticks(xs, [f"{lab} {b[0]}" for lab, b in zip(labels, df["binds"])], rotation=90, fontsize=7)
+    ax.set_ylabel("fraction of the bound (speed of light)")
+    ax.set_title(title or "fraction of the roofline bound reached (c: compute-, m: memory-bound)", fontsize=10)
+    ax.legend(fontsize=8)
+    return fig
+
+
+def timeline_plot(evals: Any, title: str | None = None) -> Figure:
+    """Geometric mean and worst row per evaluation; `evals` as for triage.timeline, or its table."""
+    tl = evals if isinstance(evals, pd.DataFrame) else _timeline(evals)
+    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    x = tl["eval"].tolist()
+    ax.plot(x, tl["geomean"].astype(float).tolist(), marker="o", color=ABOVE, label="geomean speedup")
+    ax.plot(x, tl["worst_speedup"].astype(float).tolist(), marker="v", color=BELOW, label="worst row")
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.set_yscale("log")
+    ax.set_xlabel("evaluation")
+    ax.set_ylabel("speedup vs baseline (log)")
+    ax.set_title(title or "campaign timeline")
+    ax.legend(fontsize=8)
+    return fig
+
+
+def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title: str | None = None) -> Figure:
+    """Instruction counts per family, one bar per (family, build): label -> profile.instruction_mix."""
+    from kernelseek.profile import FAMILIES
+    fams = list(families or FAMILIES)
+    labels = list(mixes)
+    k = max(1, len(labels))
+    w = 0.8 / k
+    fig = Figure(figsize=(max(6.0, 0.6 * len(fams) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for j, lab in enumerate(labels):
+        ax.bar([i - 0.4 + w * (j + 0.5) for i in range(len(fams))], [mixes[lab].get(f, 0) for f in fams],
+               width=w, label=lab)
+    ax.set_xticks(range(len(fams)), fams, rotation=45, fontsize=8)
+    ax.set_ylabel("static instruction count")
+    ax.set_title(title or "SASS instruction mix")
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,437 @@
+"""Nsight Compute on one command, and SASS/PTX instruction mixes of a built kernel.
+
+ncu: `run_ncu(cmd, out_dir)` profiles with `--clock-control none` (the clocks the harness times
+under), keeps ncu's stdout verbatim, exports `profile.ncu-rep`, and reads it back through
+`ncu_report` (ncu's extras/python) or, failing that, `ncu --import --csv --page raw`. Files in
+out_dir: ncu_stdout.txt, profile.ncu-rep, raw.csv, details.txt, metrics.csv.
+SASS: cuobjdump/nvdisasm from $CUDA_HOME/bin, PATH, /usr/local/cuda/bin or the PyPI wheels
+nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm (no GPU needed).
+
+    kernelseek profile [--out DIR] [--section S]... [--kernel REGEX] -- python -m ... --one ...
+    kernelseek sass A.so [B.so] [--kernel NAME] [--ptxas PTXAS.txt]
+"""
+from __future__ import annotations
+
+import csv
+import glob
+import io
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import pandas as pd
+
+DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats",
+                    "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
+# instruction families always reported (zero when absent)
+FAMILIES = ("HGMMA", "QGMMA", "HMMA", "FFMA", "MUFU", "LDG", "LDS", "LDL", "STL", "UTMALDG", "BAR", "SYNCS")
+
+
+# ---- tools -------------------------------------------------------------------------------------
+def find_tool(name: str) -> str | None:
+    """Path of a CUDA tool (ncu, cuobjdump, nvdisasm), or None."""
+    dirs = [os.path.join(os.environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
+    for d in dirs:
+        if os.access(os.path.join(d, name), os.X_OK):
+            return os.path.join(d, name)
+    hit = shutil.which(name)
+    if hit:
+        return hit
+    cands = [f"/usr/local/cuda/bin/{name}"] + sorted(glob.glob(f"/opt/nvidia/nsight-compute/*/{name}"), reverse=True)
+    try:  # PyPI wheels: nvidia/cu13/bin/<tool> (13.x) or nvidia/cuda_<tool>/bin/<tool> (12.x)
+        import nvidia
+        for root in nvidia.__path__:
+            cands += sorted(glob.glob(os.path.join(root, "*", "bin", name)))
+    except ImportError:
+        pass
+    return next((c for c in cands if os.access(c, os.X_OK)), None)
+
+
+def _need(name: str) -> str:
+    p = find_tool(name)
+    if not p:
+        hint = "Nsight Compute" if name == "ncu" else f"`pip install nvidia-cuda-{name}` provides it"
+        raise FileNotFoundError(f"{name} not found in $CUDA_HOME/bin, PATH, /usr/local/cuda/bin ({hint})")
+    return p
+
+
+def ncu_report_dir(ncu: str | None = None) -> Path | None:
+    """The directory holding ncu's `ncu_report.py` (extras/python), or None."""
+    ncu = ncu or find_tool("ncu")
+    if not ncu:
+        return None
+    real = Path(os.path.realpath(ncu)).parent    # /usr/local/cuda/bin/ncu may be a wrapper script
+    cands = [real / "extras" / "python", *sorted(real.parent.glob("nsight-compute*/extras/python"), reverse=True),
+             *sorted(Path("/opt/nvidia/nsight-compute").glob("*/extras/python"), reverse=True)]
+    return next((d for d in cands if (d / "ncu_report.py").exists()), None)
+
+
+# ---- ncu ---------------------------------------------------------------------------------------
+@dataclass
+class ProfileResult:
+    returncode: int
+    command: list[str]                  # the ncu argv
+    out_dir: Path
+    rep: Path | None                    # profile.ncu-rep, if written
+    stdout: str                         # ncu's stdout and stderr, verbatim
+    table: pd.DataFrame = field(default_factory=pd.DataFrame)   # one row per profiled launch
+    source: str = ""                    # "ncu_report" or "csv"
+    summary: list[dict] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0 and len(self.table) > 0
+
+
+def run_ncu(cmd: list[str], out_dir: str | Path, sections=DEFAULT_SECTIONS, kernel_regex: str | None = None,
+            launch_count: int = 1, launch_skip: int = 0, timeout_s: float = 600) -> ProfileResult:
+    """Profile `cmd` under ncu; write the report, verbatim outputs and the parsed table."""
+    ncu = _need("ncu")
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    rep = out / "profile.ncu-rep"
+    rep.unlink(missing_ok=True)              # never read a stale report from an earlier run
+    argv = [ncu, "--clock-control", "none", "--target-processes", "all", "-f", "-o", str(out / "profile"),
+            "--launch-count", str(launch_count), "--launch-skip", str(launch_skip)]
+    for s in sections:
+        argv += ["--section", s]
+    if kernel_regex:
+        argv += ["--kernel-name", f"regex:{kernel_regex}"]
+    argv += list(cmd)
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=timeout_s)
+        rc, text = p.returncode, p.stdout + (("\n--- stderr ---\n" + p.stderr) if p.stderr else "")
+    except subprocess.TimeoutExpired as e:
+        partial = e.stdout.decode(errors="replace") if isinstance(e.stdout, bytes) else (e.stdout or "")
+        rc, text = 124, f"{partial}\n--- timed out after {timeout_s} s ---"
+    (out / "ncu_stdout.txt").write_text(text)
+    res = ProfileResult(rc, argv, out, rep if rep.exists() else None, text)
+    if res.rep:
+        res.table, res.source = read_report(res.rep, out)
+        res.table.to_csv(out / "metrics.csv", index=False)
+        res.summary = summarize_ncu(res.table)
+    return res
+
+
+def read_report(rep: str | Path, out_dir: str | Path | None = None) -> tuple[pd.DataFrame, str]:
+    """The raw page of a .ncu-rep as a table: through ncu_report, else `ncu --import --csv`.
+
+    With out_dir, the raw CSV and the details page are written there verbatim.
+    """
+    ncu = find_tool("ncu")
+    if ncu and out_dir is not None:
+        for page, name, extra in (("raw", "raw.csv", ["--csv"]), ("details", "details.txt", [])):
+            p = subprocess.run([ncu, "--import", str(rep), "--page", page, *extra], capture_output=True, text=True)
+            Path(out_dir, name).write_text(p.stdout + p.stderr)
+    pydir = ncu_report_dir(ncu)
+    if pydir is not None:
+        try:
+            return _table_from_ncu_report(pydir, rep), "ncu_report"
+        except (RuntimeError, ValueError):   # the reader crashed or does not match: use the CSV
+            pass
+    raw = Path(out_dir, "raw.csv") if out_dir is not None else None
+    if raw is None or not raw.exists():
+        p = subprocess.run([_need("ncu"), "--import", str(rep), "--page", "raw", "--csv"], capture_output=True, text=True)
+        text = p.stdout
+    else:
+        text = raw.read_text()
+    return parse_ncu_csv(text), "csv"
+
+
+# Run in a child process: ncu_report's extension crashes (SIGSEGV) in a process that has torch loaded.
+_READER = """
+import json, sys
+sys.path.insert(0, sys.argv[1])
+import ncu_report
+ctx = ncu_report.load_report(sys.argv[2])
+recs, units = [], {}
+for ri in range(ctx.num_ranges()):
+    rng = ctx.range_by_idx(ri)
+    for ai in range(rng.num_actions()):
+        act = rng.action_by_idx(ai)
+        rec = {"ID": str(len(recs)), "Kernel Name": act.name()}
+        for name in act.metric_names():
+            m = act.metric_by_name(name)
+            units[name] = m.unit()
+            try:
+                v = m.value()
+            except Exception:
+                v = m.as_string()
+            rec[name] = v if isinstance(v, (int, float, str)) or v is None else str(v)
+        recs.append(rec)
+json.dump({"rows": recs, "units": units}, sys.stdout)
+"""
+
+
+def _table_from_ncu_report(pydir: Path, rep) -> pd.DataFrame:
+    """The report's metrics through ncu_report (ncu's Python reader), one row per profiled launch."""
+    p = subprocess.run([sys.executable, "-c", _READER, str(pydir), str(rep)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"ncu_report reader exited {p.returncode}: {p.stderr.strip()[-400:]}")
+    doc = json.loads(p.stdout)
+    df = pd.DataFrame(doc["rows"])
+    df.attrs["units"] = doc["units"]
+    return df
+
+
+def _number(s: str):
+    t = s.strip()
+    if not t:
+        return None
+    try:
+        return float(t.replace(",", "")) if re.fullmatch(r"[-+]?[\d,]*\.?\d+(e[-+]?\d+)?", t, re.I) else t
+    except ValueError:
+        return t
+
+
+def parse_ncu_csv(text: str) -> pd.DataFrame:
+    """`ncu --csv --page raw` (wide: metric columns, a units row) or the details page (long:
+    Metric Name / Metric Unit / Metric Value) -> one row per launch, metric columns.
+
+    Lines before the header (==PROF== lines, program output) are skipped; numbers lose their
+    thousands separators; units are in df.attrs['units'].
+    """
+    lines = text.splitlines()
+    start = next((i for i, ln in enumerate(lines) if ln.startswith('"ID"')), None)
+    if start is None:
+        raise ValueError("not ncu CSV output: no header line starting with \"ID\"")
+    body = [ln for ln in lines[start:] if ln.startswith('"')]
+    rows = list(csv.reader(io.StringIO("\n".join(body))))
+    hdr, data = rows[0], rows[1:]
+    units: dict[str, str] = {}
+    if "Metric Name" in hdr and "Metric Value" in hdr:    # long form
+        ki, ni, ui, vi = (hdr.index(c) for c in ("ID", "Metric Name", "Metric Unit", "Metric Value"))
+        keep = [c for c in ("Kernel Name", "Block Size", "Grid Size", "Device", "CC") if c in hdr]
+        recs: dict[str, dict] = {}
+        for r in data:
+            if len(r) <= vi or not r[ni]:
+                continue
+            rec = recs.setdefault(r[ki], {"ID": r[ki], **{c: r[hdr.index(c)] for c in keep}})
+            rec[r[ni]] = _number(r[vi])
+            units[r[ni]] = r[ui] if ui < len(r) else ""
+        df = pd.DataFrame(list(recs.values()))
+    else:                                                 # raw page, wide
+        if data and data[0] and data[0][0] == "":         # the units row
+            units = {h: u for h, u in zip(hdr, data[0]) if u}
+            data = data[1:]
+        text_cols = {"ID", "Process Name", "Host Name", "Kernel Name", "Block Size", "Grid Size", "Device", "CC"}
+        df = pd.DataFrame([{h: (v if h in text_cols else _number(v)) for h, v in zip(hdr, r)} for r in data])
+    df.attrs["units"] = units
+    return df
+
+
+# metric -> candidate columns, first found wins (raw names, then the details page's display names)
+_KEYS = {
+    "duration": ["gpu__time_duration.sum", "Duration"],
+    "cycles": ["sm__cycles_elapsed.avg", "gpc__cycles_elapsed.max", "Elapsed Cycles"],
+    "sm_pct": ["sm__throughput.avg.pct_of_peak_sustained_elapsed", "Compute (SM) Throughput"],
+    "dram_pct": ["gpu__dram_throughput.avg.pct_of_peak_sustained_elapsed",
+                 "dram__throughput.avg.pct_of_peak_sustained_elapsed", "DRAM Throughput"],
+    "memory_pct": ["gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed", "Memory Throughput"],
+    "occupancy_achieved_pct": ["sm__warps_active.avg.pct_of_peak_sustained_active", "Achieved Occupancy"],
+    "occupancy_theoretical_pct": ["sm__maximum_warps_per_active_cycle_pct", "Theoretical Occupancy"],
+    "registers": ["launch__registers_per_thread", "Registers Per Thread"],
+}
+_TIME_MS = {"nsecond": 1e-6, "ns": 1e-6, "usecond": 1e-3, "us": 1e-3, "msecond": 1.0, "ms": 1.0, "second": 1e3, "s": 1e3}
+_TENSOR = "sm__pipe_tensor_cycles_active.avg.pct_of_peak_sustained_active"   # all tensor pipes, Hopper
+_STALL = re.compile(r"issue_stalled_([a-z0-9_]+?)(?:_per_(?:issue_active|warp_active|inst_executed))?\.(ratio|pct)$")
+
+
+def summarize_ncu(table: pd.DataFrame) -> list[dict]:
+    """Per launch: duration_ms, cycles, sm_clock_ghz (cycles over wall time: with clock control off
+    a slower run may be a slower clock), SM/DRAM/memory throughput %, occupancy, registers, the
+    top warp stall reasons and tensor pipe utilization %. Missing metrics are None."""
+    units = table.attrs.get("units", {})
+    out = []
+    for _, r in table.iterrows():
+        s: dict[str, Any] = {"kernel": r.get("Kernel Name")}
+        cols = {}
+        for key, names in _KEYS.items():
+            cols[key] = next((n for n in names if n in r.index and isinstance(r[n], (int, float)) and not pd.isna(r[n])), None)
+            s[key] = float(r[cols[key]]) if cols[key] else None
+        dur = s.pop("duration")
+        s["duration_ms"] = dur * _TIME_MS.get(units.get(cols["duration"], "nsecond").lower(), 1e-6) if dur is not None else None
+        s["sm_clock_ghz"] = s["cycles"] / (s["duration_ms"] * 1e6) if s["cycles"] and s["duration_ms"] else None
+        stalls: dict[str, float] = {}
+        for c in r.index:
+            m = _STALL.search(str(c))
+            if m and isinstance(r[c], (int, float)) and not pd.isna(r[c]) and m.group(1) != "not_issued":
+                stalls.setdefault(m.group(1), float(r[c]))
+        s["top_stalls"] = sorted(stalls.items(), key=lambda kv: -kv[1])[:5]
+        tensor = {c: float(r[c]) for c in r.index if "pipe_tensor" in str(c) and ".avg.pct" in str(c)
+                  and isinstance(r[c], (int, float)) and not pd.isna(r[c])}
+        s["tensor_pipe_pct"] = tensor.get(_TENSOR, max(tensor.values()) if tensor else None)
+        s["tensor_metrics"] = tensor
+        out.append(s)
+    return out
+
+
+def format_summary(summary: list[dict]) -> str:
+    def f(x, fmt):
+        return "-" if x is None else format(x, fmt)
+    lines = []
+    for s in summary:
+        lines.append(f"{str(s['kernel'])[:90]}\n  {f(s['duration_ms'], '.4f')} ms  {f(s['cycles'], '.0f')} cycles  "
+                     f"clock {f(s['sm_clock_ghz'], '.3f')} GHz  SM {f(s['sm_pct'], '.1f')}%  DRAM {f(s['dram_pct'], '.1f')}%  "
+                     f"mem {f(s['memory_pct'], '.1f')}%  occupancy {f(s['occupancy_achieved_pct'], '.1f')}% of "
+                     f"{f(s['occupancy_theoretical_pct'], '.1f')}%  regs {f(s['registers'], '.0f')}  tensor pipe "
+                     f"{f(s['tensor_pipe_pct'], '.1f')}%\n  stalls: " + ", ".join(f"{k} {v:.2f}" for k, v in s["top_stalls"]))
+    return "\n".join(lines)
+
+
+# ---- SASS and PTX ------------------------------------------------------------------------------
+def sass(path: str | Path) -> str:
+    """SASS of a .so, .cubin or fatbin (cuobjdump -sass; nvdisasm for a bare .cubin if no cuobjdump)."""
+    obj = find_tool("cuobjdump")
+    if obj:
+        p = subprocess.run([obj, "-sass", str(path)], capture_output=True, text=True)
+    elif str(path).endswith(".cubin") and find_tool("nvdisasm"):
+        p = subprocess.run([find_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True)
+    else:
+        _need("cuobjdump")
+    if p.returncode != 0:
+        raise RuntimeError(f"{path}: SASS dump failed: {p.stderr.strip()[:400]}")
+    return p.stdout
+
+
+def ptx(path: str | Path) -> str:
+    """PTX embedded in a binary (cuobjdump -ptx); empty when it carries none."""
+    p = subprocess.run([_need("cuobjdump"), "-ptx", str(path)], capture_output=True, text=True)
+    if p.returncode != 0:
+        raise RuntimeError(f"{path}: PTX dump failed: {p.stderr.strip()[:400]}")
+    return p.stdout
+
+
+_FUNC = re.compile(r"^\s*(?:Function\s*:\s*(\S+)|\.text\.(\S+?):)\s*$")
+_INSN = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+\{?\s*(?:@!?U?P(?:T|\d+)\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)")
+
+
+def split_kernels(sass_text: str) -> dict[str, list[str]]:
+    """Kernel name -> its instruction lines (cuobjdump `Function :` or nvdisasm `.text.` sections)."""
+    out: dict[str, list[str]] = {}
+    cur = None
+    for ln in sass_text.splitlines():
+        m = _FUNC.match(ln)
+        if m:
+            cur = m.group(1) or m.group(2)
+            out.setdefault(cur, [])
+        elif cur is not None and _INSN.match(ln):
+            out[cur].append(ln)
+    return out
+
+
+def instruction_mix(sass_text: str, kernel: str | None = None) -> Counter:
+    """Opcode families ('HGMMA.64x128x16.F32.BF16' -> 'HGMMA', predicates dropped) over all
+    kernels, or the one whose name equals or contains `kernel`. FAMILIES are always present;
+    NOPs (alignment padding) are not counted."""
+    kernels = split_kernels(sass_text)
+    if kernel is not None:
+        pick = [k for k in kernels if k == kernel] or [k for k in kernels if kernel in k]
+        if not pick:
+            raise KeyError(f"no kernel matching {kernel!r}; kernels: {', '.join(kernels) or 'none'}")
+        lines = kernels[pick[0]]
+    else:
+        lines = [ln for ls in kernels.values() for ln in ls] or sass_text.splitlines()
+    c = Counter({f: 0 for f in FAMILIES})
+    for ln in lines:
+        m = _INSN.match(ln)
+        if m and m.group(1) != "NOP":
+            c[m.group(1)] += 1
+    return c
+
+
+def mix_diff(a: Counter | dict | str, b: Counter | dict | str) -> pd.DataFrame:
+    """Family, count in a, count in b, b - a: FAMILIES first, then the rest by |b - a|."""
+    a = instruction_mix(a) if isinstance(a, str) else Counter(a)
+    b = instruction_mix(b) if isinstance(b, str) else Counter(b)
+    fams = list(FAMILIES) + sorted((set(a) | set(b)) - set(FAMILIES), key=lambda f: (-abs(b[f] - a[f]), f))
+    return pd.DataFrame({"family": fams, "a": [a[f] for f in fams], "b": [b[f] for f in fams],
+                         "delta": [b[f] - a[f] for f in fams]})
+
+
+def ptx_mix(ptx_text: str) -> Counter:
+    """PTX instruction counts by opcode ('ld.global', 'st.shared', 'mma', 'wgmma', 'ex2', ...)."""
+    c: Counter = Counter()
+    for ln in ptx_text.splitlines():
+        t = ln.split("//")[0].strip()
+        t = re.sub(r"^@!?%\w+\s+", "", t)
+        if not t or t[0] in ".{}/" or t.endswith(":") or not t.endswith(";"):
+            continue
+        parts = t.split()[0].rstrip(";").split(".")
+        op = parts[0]
+        if op in ("ld", "st", "atom", "red", "cp") and len(parts) > 1:
+            op = f"{op}.{parts[1]}"
+        c[op] += 1
+    return c
+
+
+def ptxas_table(ptxas: list[dict] | str) -> pd.DataFrame:
+    """Registers, spills and stack per kernel from build.py's parsed list or `-Xptxas -v` text."""
+    if isinstance(ptxas, str):
+        from kernelseek.build import parse_ptxas
+        ptxas = parse_ptxas(ptxas)
+    return pd.DataFrame(ptxas)
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+def register(sub) -> None:
+    p = sub.add_parser("profile", help="Nsight Compute on one command (put it after --)")
+    p.add_argument("--out", default="runs/profile", help="directory for the report and tables")
+    p.add_argument("--section", action="append", help=f"ncu section (repeat; default {' '.join(DEFAULT_SECTIONS)})")
+    p.add_argument("--kernel", help="profile only kernels whose name matches this regex")
+    p.add_argument("--launch-count", type=int, default=1)
+    p.add_argument("--launch-skip", type=int, default=0)
+    p.add_argument("--import", dest="rep", help="summarize an existing .ncu-rep instead of running")
+    p.add_argument("cmd", nargs="*", help="the command to profile, after --")
+    p.set_defaults(func=_cli_profile)
+    q = sub.add_parser("sass", help="instruction mix of a built kernel, or the difference of two")
+    q.add_argument("binary", help=".so, .cubin, or a saved SASS dump (.sass/.txt)")
+    q.add_argument("other", nargs="?", help="a second build to compare against")
+    q.add_argument("--kernel", help="kernel name (or a part of it)")
+    q.add_argument("--ptxas", help="a -Xptxas -v log to summarize")
+    q.set_defaults(func=_cli_sass)
+
+
+def _cli_profile(args) -> int:
+    if args.rep:
+        table, src = read_report(args.rep)
+        print(f"({src})\n" + format_summary(summarize_ncu(table)))
+        return 0
+    if not args.cmd:
+        print("profile: give the command to profile after --")
+        return 2
+    try:
+        r = run_ncu(args.cmd, args.out, tuple(args.section or DEFAULT_SECTIONS), args.kernel,
+                    args.launch_count, args.launch_skip)
+    except FileNotFoundError as e:
+        print(e)
+        return 2
+    print(f"ncu exit {r.returncode}; files in {r.out_dir} ({r.source or 'no report'})")
+    print(format_summary(r.summary) if r.summary else r.stdout[-4000:])
+    return 0 if r.ok else 1
+
+
+def _load_sass(path: str) -> str:
+    return Path(path).read_text() if path.endswith((".sass", ".txt")) else sass(path)
+
+
+def _cli_sass(args) -> int:
+    try:
+        a = instruction_mix(_load_sass(args.binary), args.kernel)
+        if args.other:
+            print(mix_diff(a, instruction_mix(_load_sass(args.other), args.kernel)).to_string(index=False))
+        else:
+            print("\n".join(f"{k:12} {v}" for k, v in sorted(a.items(), key=lambda kv: (-kv[1], kv[0]))))
+    except (FileNotFoundError, RuntimeError, KeyError) as e:
+        print(e)
+        return 2
+    if args.ptxas:
+        print(ptxas_table(Path(args.ptxas).read_text()).to_string(index=False))
+    return 0

@@ -1,0 +1,361 @@
+"""Gap triage: which rows and feature groups bring the geometric-mean speedup down.
+
+The log-geomean deficit. Over the N timed rows (status passed, a positive speedup s_i):
+    log G   = (1/N) * sum_i log(s_i)                       (G = geometric-mean speedup)
+    deficit = -(1/N) * sum_{i: s_i < 1} log(s_i)   >= 0    (rows below parity)
+    surplus =  (1/N) * sum_{i: s_i >= 1} log(s_i)  >= 0    (rows at or above parity)
+    G       = exp(surplus - deficit)
+A below-parity row's share is -log(s_i)/N; the shares sum to the deficit, and bringing that row
+to parity alone multiplies G by exp(share). An above-parity row's surplus is log(s_i)/N.
+Failed, errored, refused rows and rows without a usable baseline (n/a) are not timed; they are
+listed first, with their reasons. Groups sum the shares of their rows (same N), so the groups of
+one feature split the deficit exactly.
+
+    kernelseek triage RUN_DIR [--compare RUN_DIR2] [--noise 0.03] [--plot out.png]
+"""
+from __future__ import annotations
+
+import math
+import re
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterable
+
+import pandas as pd
+
+from kernelseek import results
+from kernelseek.results import Row
+
+DEFAULT_NOISE = 0.03   # relative run-to-run noise assumed when p10/p90 are missing
+
+
+# ---- inputs ------------------------------------------------------------------------------------
+def as_rows(table: Any) -> list[Row]:
+    """Rows from a list of Row, a list of dicts, a results DataFrame (results.to_frame) or a run dir."""
+    if isinstance(table, (str, Path)):
+        return results.load(table)[0]
+    if isinstance(table, pd.DataFrame):
+        out = []
+        for rec in table.to_dict("records"):
+            feats = {k[2:]: v for k, v in rec.items() if k.startswith("f_") and not _missing(v)}
+            d = {k: (None if _missing(v) else v) for k, v in rec.items() if not k.startswith("f_")}
+            d["features"] = feats
+            out.append(Row.from_dict(d))
+        return out
+    return [r if isinstance(r, Row) else Row.from_dict(r) for r in table]
+
+
+def _missing(v) -> bool:
+    return v is None or (isinstance(v, float) and math.isnan(v))
+
+
+def is_timed(r: Row) -> bool:
+    """A passed row with a positive, finite speedup: the rows the geometric mean is taken over."""
+    return r.status == "passed" and r.speedup is not None and math.isfinite(r.speedup) and r.speedup > 0
+
+
+def row_class(r: Row) -> str:
+    """'failed' (any status but passed), 'n/a' (passed, no usable baseline), 'below' or 'above'."""
+    if r.status != "passed":
+        return "failed"
+    if not is_timed(r):
+        return "n/a"
+    return "below" if r.speedup < 1.0 else "above"
+
+
+def _reason(r: Row) -> str:
+    cls = row_class(r)
+    if cls == "failed":
+        return f"{r.status}: {r.reason}" if r.reason else r.status
+    if cls == "n/a":
+        return r.baseline_reason or f"baseline {r.baseline_status}"
+    return ""
+
+
+# ---- one run -----------------------------------------------------------------------------------
+def row_table(rows: Iterable[Row] | Any) -> pd.DataFrame:
+    """One line per row: failures and n/a first, then below parity by share, then surplus."""
+    rows = as_rows(rows)
+    n = sum(is_timed(r) for r in rows)
+    recs = []
+    for r in rows:
+        cls = row_class(r)
+        logs = math.log(r.speedup) if cls in ("below", "above") else float("nan")
+        share = -logs / n if cls == "below" else 0.0
+        recs.append({
+            "scenario": r.scenario, "row": r.row, "class": cls, "status": r.status,
+            "speedup": r.speedup if cls in ("below", "above") else float("nan"),
+            "time_ms": r.time_ms, "baseline_ms": r.baseline_ms, "baseline": r.baseline,
+            "log_speedup": logs,
+            "share": share,                                     # of the deficit, in log units
+            "surplus": logs / n if cls == "above" else 0.0,
+            "geomean_x_if_parity": math.exp(share),             # G multiplies by this at parity
+            "reason": _reason(r),
+        })
+    df = pd.DataFrame(recs, columns=["scenario", "row", "class", "status", "speedup", "time_ms",
+                                     "baseline_ms", "baseline", "log_speedup", "share", "surplus",
+                                     "geomean_x_if_parity", "reason"])
+    order = {"failed": 0, "n/a": 1, "below": 2, "above": 3}
+    df["_o"] = df["class"].map(order)
+    df["_k"] = df["surplus"] - df["share"]   # below: largest share first; above: nearest parity first
+    df = df.sort_values(["_o", "_k"], kind="stable").drop(columns=["_o", "_k"]).reset_index(drop=True)
+    return df
+
+
+def deficit_summary(rows: Iterable[Row] | Any) -> dict[str, Any]:
+    """N timed, deficit, surplus, geomean = exp(surplus - deficit), counts per class."""
+    rows = as_rows(rows)
+    timed = [r for r in rows if is_timed(r)]
+    n = len(timed)
+    deficit = -sum(math.log(r.speedup) for r in timed if r.speedup < 1) / n if n else 0.0
+    surplus = sum(math.log(r.speedup) for r in timed if r.speedup >= 1) / n if n else 0.0
+    classes = [row_class(r) for r in rows]
+    return {
+        "rows": len(rows), "timed": n, "deficit": deficit, "surplus": surplus,
+        "geomean": math.exp(surplus - deficit) if n else None,
+        "below": classes.count("below"), "above": classes.count("above"),
+        "failed": classes.count("failed"), "na": classes.count("n/a"),
+    }
+
+
+def group_table(rows: Iterable[Row] | Any, features: list[str] | None = None) -> pd.DataFrame:
+    """Per (feature, value): rows, timed, below, failed/n/a, group geomean, deficit and surplus.
+
+    `deficit` sums the shares of the group's below-parity rows (the run's N), so the values of one
+    feature split the run's deficit. `excess` = (group's fraction of the deficit) / (group's
+    fraction of timed rows): above 1, the group carries more than its weight.
+    """
+    rows = as_rows(rows)
+    table = row_table(rows)
+    by_name = {r.scenario: r for r in rows}
+    total = deficit_summary(rows)
+    keys = features or sorted({k for r in rows for k in (r.features or {})})
+    recs = []
+    for key in keys:
+        vals: dict[str, list[int]] = {}
+        for i, name in enumerate(table["scenario"]):
+            v = (by_name[name].features or {}).get(key)
+            vals.setdefault(_label(v), []).append(i)
+        for v, idx in vals.items():
+            sub = table.iloc[idx]
+            timed = sub[sub["class"].isin(["below", "above"])]
+            d = float(sub["share"].sum())
+            frac_d = d / total["deficit"] if total["deficit"] > 0 else 0.0
+            frac_n = len(timed) / total["timed"] if total["timed"] else 0.0
+            recs.append({
+                "feature": key, "value": v, "rows": len(sub), "timed": len(timed),
+                "below": int((sub["class"] == "below").sum()),
+                "failed": int((sub["class"] == "failed").sum()), "na": int((sub["class"] == "n/a").sum()),
+                "geomean": math.exp(timed["log_speedup"].mean()) if len(timed) else float("nan"),
+                "worst": float(timed["speedup"].min()) if len(timed) else float("nan"),
+                "deficit": d, "surplus": float(sub["surplus"].sum()),
+                "deficit_frac": frac_d, "excess": frac_d / frac_n if frac_n else float("nan"),
+            })
+    df = pd.DataFrame(recs, columns=["feature", "value", "rows", "timed", "below", "failed", "na",
+                                     "geomean", "worst", "deficit", "surplus", "deficit_frac", "excess"])
+    return df.sort_values(["feature", "deficit"], ascending=[True, False], kind="stable").reset_index(drop=True)
+
+
+def _label(v) -> str:
+    return "-" if v is None else str(v)
+
+
+@dataclass
+class Triage:
+    """The triage of one run: rows, groups, the summary, and a text report."""
+    rows: pd.DataFrame
+    groups: pd.DataFrame
+    summary: dict
+
+    def text(self, top_groups: int = 8) -> str:
+        return format_report(self, top_groups)
+
+
+def triage(table: Any, features: list[str] | None = None) -> Triage:
+    """Triage a results table (list of Row, DataFrame or run directory)."""
+    rows = as_rows(table)
+    return Triage(row_table(rows), group_table(rows, features), deficit_summary(rows))
+
+
+def format_report(t: Triage, top_groups: int = 8) -> str:
+    s = t.summary
+    gm = f"{s['geomean']:.3f}x" if s["geomean"] else "n/a"
+    out = [f"timed {s['timed']}/{s['rows']}  geomean {gm}  = exp(surplus {s['surplus']:.4f} - deficit "
+           f"{s['deficit']:.4f})  below parity {s['below']}  failed {s['failed']}  n/a {s['na']}"]
+    bad = t.rows[t.rows["class"].isin(["failed", "n/a"])]
+    if len(bad):
+        out.append("\nnot timed (fix these first):")
+        out += [f"  {r.scenario[:40]:40} {'n/a: ' if r['class'] == 'n/a' else ''}{r.reason[:80]}" for _, r in bad.iterrows()]
+    below = t.rows[t.rows["class"] == "below"]
+    if len(below):
+        out.append("\nbelow parity (share of the deficit; geomean gain if brought to parity):")
+        for _, r in below.iterrows():
+            pct = r.share / s["deficit"] * 100 if s["deficit"] else 0.0
+            out.append(f"  {r.scenario[:40]:40} {r.speedup:7.3f}x  share {r.share:.4f} ({pct:4.1f}%)"
+                       f"  -> geomean x{r.geomean_x_if_parity:.3f}")
+    above = t.rows[t.rows["class"] == "above"]
+    if len(above):
+        out.append("\nat or above parity (surplus):")
+        out += [f"  {r.scenario[:40]:40} {r.speedup:7.3f}x  surplus {r.surplus:.4f}" for _, r in above.iterrows()]
+    g = t.groups[t.groups["excess"] > 1].sort_values("excess", ascending=False).head(top_groups)
+    if len(g):
+        out.append("\ngroups carrying more than their weight (excess = deficit fraction / row fraction):")
+        for _, r in g.iterrows():
+            out.append(f"  {f'{r.feature}={r.value}':24} timed {r.timed:3d}  geomean {r.geomean:6.3f}x  "
+                       f"deficit {r.deficit:.4f} ({r.deficit_frac * 100:4.1f}%)  excess {r.excess:.2f}")
+    return "\n".join(out)
+
+
+# ---- two runs ----------------------------------------------------------------------------------
+def _spread(r: Row | None) -> float | None:
+    """Half the p10..p90 spread relative to the median (fraction), or None."""
+    if r is None or not r.time_ms or r.time_p10_ms is None or r.time_p90_ms is None:
+        return None
+    return (r.time_p90_ms - r.time_p10_ms) / (2.0 * r.time_ms)
+
+
+def compare(before: Any, after: Any, noise: float | None = None) -> pd.DataFrame:
+    """Per scenario (matched by name): speedup ratio after/before, time change, moved or not.
+
+    `noise` is a relative fraction. When None, each row's noise is the sum of the two runs'
+    half p10..p90 spreads, or DEFAULT_NOISE when either run lacks them. A row moved when
+    |log(ratio)| > log(1 + noise); the ratio is of speedups when both runs have one, else of
+    candidate times (inverted, so > 1 is better). Status changes are reported as moved.
+    """
+    a = {r.scenario: r for r in as_rows(before)}
+    b = {r.scenario: r for r in as_rows(after)}
+    names = list(a) + [n for n in b if n not in a]
+    recs = []
+    for name in names:
+        ra, rb = a.get(name), b.get(name)
+        sa, sb = _spread(ra), _spread(rb)
+        nz = noise if noise is not None else (sa + sb if sa is not None and sb is not None else DEFAULT_NOISE)
+        spa = ra.speedup if ra is not None and is_timed(ra) else None
+        spb = rb.speedup if rb is not None and is_timed(rb) else None
+        ta, tb = (ra.time_ms if ra else None), (rb.time_ms if rb else None)
+        ratio = spb / spa if spa and spb else None
+        if ratio is None and ta and tb and ra.status == rb.status == "passed":
+            ratio = ta / tb
+        time_change = tb / ta - 1.0 if ta and tb else None
+        st_a, st_b = (ra.status if ra else "absent"), (rb.status if rb else "absent")
+        if st_a != st_b:
+            moved = "status"
+        elif ratio is not None and abs(math.log(ratio)) > math.log1p(nz):
+            moved = "better" if ratio > 1 else "worse"
+        else:
+            moved = ""
+        recs.append({"scenario": name, "status_before": st_a, "status_after": st_b,
+                     "speedup_before": spa, "speedup_after": spb, "ratio": ratio,
+                     "time_before_ms": ta, "time_after_ms": tb, "time_change": time_change,
+                     "noise": nz, "moved": moved})
+    return pd.DataFrame(recs)
+
+
+def format_compare(df: pd.DataFrame, before: Any = None, after: Any = None) -> str:
+    lines = []
+    if before is not None and after is not None:
+        ga, gb = deficit_summary(before)["geomean"], deficit_summary(after)["geomean"]
+        if ga and gb:
+            lines.append(f"geomean {ga:.3f}x -> {gb:.3f}x ({(gb / ga - 1) * 100:+.1f}%)")
+    for what in ("status", "better", "worse"):
+        sub = df[df["moved"] == what]
+        lines.append(f"{what}: {len(sub)}")
+        for _, r in sub.iterrows():
+            if what == "status":
+                lines.append(f"  {r.scenario[:40]:40} {r.status_before} -> {r.status_after}")
+            else:
+                tc = f"time {r.time_change * 100:+6.1f}%" if r.time_change is not None and not pd.isna(r.time_change) else ""
+                lines.append(f"  {r.scenario[:40]:40} x{r.ratio:.3f} (noise {r.noise * 100:.1f}%) {tc}")
+    lines.append(f"within noise: {int((df['moved'] == '').sum())}")
+    return "\n".join(lines)
+
+
+# ---- a campaign --------------------------------------------------------------------------------
+def campaign_evals(campaign_dir: str | Path) -> list[Path]:
+    """The run directories under campaigns/<id>/evals/, in numeric order."""
+    ev = Path(campaign_dir) / "evals"
+    dirs = [p for p in ev.iterdir() if (p / "results.json").exists()] if ev.is_dir() else []
+    return sorted(dirs, key=lambda p: (int(p.name) if p.name.isdigit() else math.inf, p.name))
+
+
+def _run_time(path: Path, meta: dict) -> Any:
+    for k in ("started_utc", "time", "date", "started", "timestamp"):
+        if meta.get(k):
+            return meta[k]
+    m = re.match(r"(\d{8}-\d{6})", path.name)
+    if m:
+        return pd.Timestamp(time.strftime("%Y-%m-%dT%H:%M:%S", time.strptime(m.group(1), "%Y%m%d-%H%M%S")))
+    p = path / "results.json" if path.is_dir() else path
+    return pd.Timestamp(p.stat().st_mtime, unit="s") if p.exists() else None
+
+
+def timeline(evals: Iterable[Any]) -> pd.DataFrame:
+    """Geomean and worst row per evaluation, in the order given.
+
+    Each item is a run directory, a (time, run directory) or a (time, results table) pair.
+    """
+    recs = []
+    for i, item in enumerate(evals):
+        when, table, label = None, item, ""
+        if isinstance(item, tuple):
+            when, table = item
+        if isinstance(table, (str, Path)):
+            p = Path(table)
+            rows, meta = results.load(p)
+            when = when if when is not None else _run_time(p, meta)
+            label = p.name
+        else:
+            rows = as_rows(table)
+        s = results.summarize(rows)
+        w = s["worst"] or {}
+        recs.append({"eval": i, "time": when, "label": label, "scenarios": s["scenarios"],
+                     "passed": s["passed"], "timed": s["timed"], "geomean": s["geomean_speedup"],
+                     "worst_speedup": w.get("speedup"), "worst_scenario": w.get("scenario"),
+                     "at_parity": s["at_parity"]})
+    return pd.DataFrame(recs)
+
+
+# ---- CLI ---------------------------------------------------------------------------------------
+def register(sub) -> None:
+    p = sub.add_parser("triage", help="which rows and feature groups bring the geometric mean down")
+    p.add_argument("run_dir", help="a run directory (or results.json); a campaign dir prints its timeline")
+    p.add_argument("--compare", metavar="RUN_DIR2", help="a later run to compare against RUN_DIR")
+    p.add_argument("--noise", type=float, default=None,
+                   help=f"relative noise for --compare (default: from p10/p90, else {DEFAULT_NOISE})")
+    p.add_argument("--plot", metavar="OUT.png", help="write the per-row speedup bars")
+    p.set_defaults(func=_cli)
+
+
+def _cli(args) -> int:
+    target = Path(args.run_dir)
+    if (target / "evals").is_dir():
+        evs = campaign_evals(target)
+        if not evs:
+            print(f"{target}: no evaluations under evals/")
+            return 2
+        tl = timeline(evs)
+        print(tl.to_string(index=False))
+        target = evs[-1]
+        print(f"\nlatest evaluation: {target}\n")
+    try:
+        rows, _ = results.load(target)
+    except (FileNotFoundError, ValueError) as e:
+        print(e)
+        return 2
+    t = triage(rows)
+    print(t.text())
+    if args.compare:
+        try:
+            rows2, _ = results.load(args.compare)
+        except (FileNotFoundError, ValueError) as e:
+            print(e)
+            return 2
+        print(f"\n== {target} -> {args.compare}")
+        print(format_compare(compare(rows, rows2, args.noise), rows, rows2))
+    if args.plot:
+        from kernelseek import plots
+        fig = plots.speedup_bars(rows2 if args.compare else rows)
+        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        print(f"\nwrote {args.plot}")
+    return 0

@@ -1,0 +1,144 @@
+"""Gap triage: deficit shares (hand-computed), groups, failures first, compare, timeline, CLI."""
+import math
+
+import pytest
+
+from kernelseek import results, triage
+from kernelseek.cli import main
+from kernelseek.results import Row
+
+
+def _row(name, speedup, hd=128, causal=False, status="passed", **kw):
+    base = 1.0
+    t = base / speedup if speedup else 1.0
+    return Row(scenario=name, status=status, features={"head_dim": hd, "causal": causal, "dtype": "bf16"},
+               time_ms=t, baseline_ms=base if speedup else None, speedup=speedup,
+               baseline_status="passed" if speedup else "n/a", baseline="cudnn" if speedup else None, **kw)
+
+
+@pytest.fixture
+def rows():
+    return [
+        _row("A", 0.5, hd=64, causal=True),
+        _row("B", 0.8, causal=True),
+        _row("C", 2.0, hd=64),
+        _row("D", 1.0),
+        _row("E", None, status="failed", reason="max_err 3.1 > bound 0.02"),
+        Row(scenario="F", status="passed", features={"head_dim": 128, "causal": False, "dtype": "bf16"},
+            time_ms=0.3, baseline_status="n/a", baseline_reason="no baseline supports softcap"),
+    ]
+
+
+# hand computation, N = 4 timed rows (A, B, C, D):
+#   shares: A = -ln(0.5)/4 = 0.1732868, B = -ln(0.8)/4 = 0.0557859; deficit = 0.2290727
+#   surplus: ln(2)/4 + ln(1)/4 = 0.1732868;  geomean = exp(0.1732868 - 0.2290727) = 0.8**0.25
+SHARE_A, SHARE_B = 0.17328679513998632, 0.05578588782855243
+
+
+def test_shares_sum_to_deficit(rows):
+    t = triage.triage(rows)
+    s = t.summary
+    assert s["timed"] == 4 and s["failed"] == 1 and s["na"] == 1 and s["below"] == 2
+    assert s["deficit"] == pytest.approx(SHARE_A + SHARE_B)
+    assert s["surplus"] == pytest.approx(math.log(2) / 4)
+    assert s["geomean"] == pytest.approx(0.8 ** 0.25)
+    assert s["geomean"] == pytest.approx(results.summarize(rows)["geomean_speedup"])
+    below = t.rows[t.rows["class"] == "below"].set_index("scenario")
+    assert below.loc["A", "share"] == pytest.approx(SHARE_A)
+    assert below.loc["B", "share"] == pytest.approx(SHARE_B)
+    assert below["share"].sum() == pytest.approx(s["deficit"])
+    # bringing A to parity multiplies the geomean by exp(share) = 0.5 ** -0.25
+    assert below.loc["A", "geomean_x_if_parity"] == pytest.approx(2 ** 0.25)
+    above = t.rows[t.rows["class"] == "above"].set_index("scenario")
+    assert above.loc["C", "surplus"] == pytest.approx(math.log(2) / 4)
+    assert above.loc["D", "surplus"] == 0.0
+
+
+def test_failures_first_then_largest_share(rows):
+    t = triage.triage(rows)
+    assert list(t.rows["scenario"]) == ["E", "F", "A", "B", "D", "C"]
+    assert "max_err 3.1" in t.rows.iloc[0]["reason"]
+    assert t.rows.iloc[1]["reason"] == "no baseline supports softcap"
+    text = t.text()
+    assert text.index("not timed") < text.index("below parity (share")
+    assert "softcap" in text and "failed" in text
+
+
+def test_groups_split_the_deficit(rows):
+    g = triage.group_table(rows)
+    assert set(g["feature"]) == {"head_dim", "causal", "dtype"}
+    hd = g[g["feature"] == "head_dim"].set_index("value")
+    assert hd.loc["64", "deficit"] == pytest.approx(SHARE_A)
+    assert hd.loc["128", "deficit"] == pytest.approx(SHARE_B)
+    assert hd["deficit"].sum() == pytest.approx(SHARE_A + SHARE_B)
+    assert hd.loc["128", "failed"] == 1 and hd.loc["128", "na"] == 1
+    assert hd.loc["64", "geomean"] == pytest.approx(1.0)          # sqrt(0.5 * 2)
+    # hd64 holds 2 of 4 timed rows but 75.6% of the deficit
+    assert hd.loc["64", "excess"] == pytest.approx(SHARE_A / (SHARE_A + SHARE_B) / 0.5)
+    causal = g[g["feature"] == "causal"].set_index("value")
+    assert causal.loc["True", "deficit"] == pytest.approx(SHARE_A + SHARE_B)
+    assert causal.loc["False", "deficit"] == 0.0
+
+
+def test_dataframe_input_matches_rows(rows):
+    a = triage.triage(rows).summary
+    b = triage.triage(results.to_frame(rows)).summary
+    assert a == b
+
+
+def test_compare_against_given_noise():
+    before = [_row("same", 1.0), _row("up", 1.0), _row("down", 1.0), _row("broke", 1.0)]
+    after = [_row("same", 1.02), _row("up", 1.10), _row("down", 0.90),
+             _row("broke", None, status="error", reason="illegal address")]
+    df = triage.compare(before, after, noise=0.03).set_index("scenario")
+    assert df.loc["same", "moved"] == ""
+    assert df.loc["up", "moved"] == "better" and df.loc["up", "ratio"] == pytest.approx(1.10)
+    assert df.loc["up", "time_change"] == pytest.approx(1 / 1.1 - 1)
+    assert df.loc["down", "moved"] == "worse"
+    assert df.loc["broke", "moved"] == "status"
+    text = triage.format_compare(df.reset_index(), before, after)
+    assert "better: 1" in text and "worse: 1" in text and "within noise: 1" in text
+
+
+def test_compare_estimates_noise_from_spread():
+    def spread(name, s, half):
+        r = _row(name, s)
+        r.time_p10_ms, r.time_p90_ms = r.time_ms * (1 - half), r.time_ms * (1 + half)
+        return r
+    before = [spread("x", 1.0, 0.05), _row("y", 1.0)]
+    after = [spread("x", 1.08, 0.05), _row("y", 1.08)]
+    df = triage.compare(before, after).set_index("scenario")
+    assert df.loc["x", "noise"] == pytest.approx(0.10)       # 0.05 + 0.05: 8% is within it
+    assert df.loc["x", "moved"] == ""
+    assert df.loc["y", "noise"] == triage.DEFAULT_NOISE       # no p10/p90: 3%, so 8% moved
+    assert df.loc["y", "moved"] == "better"
+
+
+def test_timeline_from_run_dirs_and_pairs(tmp_path, rows):
+    d1 = results.new_run_dir(tmp_path, "one")
+    results.save(d1, rows, {"time": "2026-11-30T10:00:00"})
+    better = [_row("A", 0.9), _row("B", 1.2)]
+    d2 = tmp_path / "evals" / "2"
+    d2.mkdir(parents=True)
+    results.save(d2, better, {})
+    tl = triage.timeline([d1, ("t2", d2), ("t3", [_row("A", 0.25)])])
+    assert list(tl["eval"]) == [0, 1, 2]
+    assert tl.loc[0, "time"] == "2026-11-30T10:00:00" and tl.loc[1, "time"] == "t2"
+    assert tl.loc[0, "geomean"] == pytest.approx(0.8 ** 0.25)
+    assert tl.loc[0, "worst_scenario"] == "A" and tl.loc[0, "worst_speedup"] == 0.5
+    assert tl.loc[1, "geomean"] == pytest.approx(math.sqrt(0.9 * 1.2))
+    assert tl.loc[2, "worst_speedup"] == 0.25
+    assert triage.campaign_evals(tmp_path) == [d2]
+
+
+def test_cli_triage(tmp_path, rows, capsys):
+    d1 = results.new_run_dir(tmp_path, "a")
+    results.save(d1, rows, {})
+    d2 = results.new_run_dir(tmp_path, "b")
+    results.save(d2, [_row("A", 0.9), _row("B", 0.8), _row("C", 2.0), _row("D", 1.0)], {})
+    png = tmp_path / "bars.png"
+    assert main(["triage", str(d1), "--compare", str(d2), "--noise", "0.03", "--plot", str(png)]) == 0
+    out = capsys.readouterr().out
+    assert "deficit" in out and "status: 2" in out and "better: 1" in out
+    assert png.stat().st_size > 1000
+    assert main(["triage", str(tmp_path / "missing")]) == 2
