@@ -1,0 +1,235 @@
+"""`kernelseek bank lint | list | ask`: the rules a bank must keep, and the verb that shows it.
+
+Lint, each error as `file:line: message`:
+  schema (fields, groups, moments, layers, tiers, provenance); unique ids; every text a question
+  (ends with '?') of at most MAX_CHARS characters with known slots; near-duplicate texts
+  (difflib ratio >= DUP_RATIO on normalized text); each moment served by at least
+  MIN_GROUPS_PER_MOMENT groups of core entries; core entries free of the construct list
+  (bank/constructs.yaml); a `confirmed` entry's trace must exist, hold the event and not come
+  from a fake API. On the shipped bank also the counts: >= 101 core entries in all ten groups,
+  >= 5 compare, >= 18 arch.
+"""
+from __future__ import annotations
+
+import difflib
+import json
+import re
+import string
+from dataclasses import dataclass
+from pathlib import Path
+
+from .bank import (ARCHS, BANK_DIR, GROUPS, MOMENTS, SLOTS, TIERS, Entry, bank_files, read_bank)
+
+DUP_RATIO = 0.85            # SequenceMatcher ratio at or above which two texts are near-duplicates
+MIN_GROUPS_PER_MOMENT = 3   # "each moment served by several groups"
+MAX_CHARS = 200             # short: one breath
+COUNTS = {"core": 101, "compare": 5, "arch": 18}
+
+
+@dataclass(frozen=True)
+class Issue:
+    file: str
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}: error: {self.message}"
+
+
+def construct_pattern(name: str) -> re.Pattern:
+    """Case-insensitive; space and hyphen alike; not glued to a word in front; the last word's
+    ending is free ('warp specialization' also catches 'warp-specialized', 'swizzle' 'swizzling')."""
+    words = re.split(r"[\s-]+", name.strip())
+    last = words[-1]
+    for suffix in ("ation", "ing", "ed", "es", "e", "s"):
+        if last.lower().endswith(suffix) and len(last) - len(suffix) >= 4:
+            last = last[: -len(suffix)]
+            break
+    parts = [re.escape(w) for w in words[:-1] + [last]]
+    return re.compile(r"(?<![A-Za-z0-9])" + r"[\s-]+".join(parts) + r"\w*", re.IGNORECASE)
+
+
+def _norm(text: str) -> str:
+    text = re.sub(r"\{[^}]*\}", " slot ", text.lower())
+    return " ".join(re.sub(r"[^a-z0-9]+", " ", text).split())
+
+
+def _check_text(e: Entry, constructs) -> list[str]:
+    out = []
+    if not e.text.rstrip().endswith("?"):
+        out.append("not a question: the text must end with '?'")
+    if len(e.text) > MAX_CHARS:
+        out.append(f"text is {len(e.text)} characters; keep it under {MAX_CHARS}")
+    try:
+        for _, f, spec, conv in string.Formatter().parse(e.text):
+            if f is None:
+                continue
+            if f not in SLOTS:
+                out.append(f"unknown slot {{{f}}} (known: {', '.join(SLOTS)})")
+            if spec or conv:
+                out.append(f"slot {{{f}}} takes no format spec or conversion")
+    except ValueError as err:
+        out.append(f"unbalanced braces in text ({err})")
+    if e.tier == "core":
+        for name, pat in constructs:
+            m = pat.search(e.text)
+            if m:
+                out.append(f"core entry names a CUDA construct: '{m.group(0)}' (matches '{name}' "
+                           "in constructs.yaml); ask about the layer, or move it to tier arch")
+    return out
+
+
+def _trace_problem(e: Entry) -> str | None:
+    """None when a confirmed entry's trace exists, holds the event and is not a fake-API run."""
+    prov = e.provenance
+    if prov.get("kind") != "confirmed":
+        return None
+    here = Path(e.file).resolve().parent
+    cands = [Path(prov["trace"]), here / prov["trace"], here.parent / prov["trace"]]
+    path = next((p for p in cands if p.is_file()), None)
+    if path is None:
+        return f"confirmed by trace {prov['trace']!r}, which does not exist"
+    want, found = str(prov["event"]), False
+    for i, line in enumerate(path.read_text(errors="replace").splitlines(), 1):
+        try:
+            rec = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if not isinstance(rec, dict):
+            continue
+        if rec.get("fake") is True or any("fake" in str(rec.get(k, "")).lower()
+                                          for k in ("model", "api", "provider", "backend")):
+            return f"trace {prov['trace']} comes from a fake API run (line {i}); it confirms nothing"
+        ids = {str(rec.get(k)) for k in ("id", "event_id", "seq") if k in rec} | {f"line:{i}"}
+        found = found or want in ids
+    return None if found else f"event {want!r} not found in trace {prov['trace']}"
+
+
+def lint(paths=None, counts: bool | None = None) -> list[Issue]:
+    """Every problem in the bank at `paths` (default: the shipped bank/), sorted by file and line.
+
+    counts: check the minimum counts (default: only for the shipped bank)."""
+    counts = paths is None if counts is None else counts
+    entries, constructs, probs = read_bank(paths)
+    issues = [Issue(f, ln, m) for f, ln, m in probs]
+    files = bank_files(paths)
+    where = entries[0].file if entries else str(files[0] if files else (paths or [BANK_DIR])[0])
+    if not constructs:
+        issues.append(Issue(where, 1, "no construct list: a file with 'constructs:' is required"))
+    pats = [(c, construct_pattern(c)) for c in constructs]
+    seen: dict[str, Entry] = {}
+    for e in entries:
+        issues += [Issue(e.file, e.lines.get("text", e.line), f"{e.id}: {m}") for m in _check_text(e, pats)]
+        if e.id in seen:
+            f = seen[e.id]
+            issues.append(Issue(e.file, e.line, f"duplicate id '{e.id}' (first at {f.file}:{f.line})"))
+        seen.setdefault(e.id, e)
+        t = _trace_problem(e)
+        if t:
+            issues.append(Issue(e.file, e.lines.get("provenance", e.line), f"{e.id}: {t}"))
+    normed = [(_norm(e.text), e) for e in entries]
+    for i, (a, ea) in enumerate(normed):
+        for b, eb in normed[:i]:
+            sm = difflib.SequenceMatcher(None, a, b, autojunk=False)
+            if sm.real_quick_ratio() >= DUP_RATIO and sm.quick_ratio() >= DUP_RATIO \
+                    and sm.ratio() >= DUP_RATIO:
+                issues.append(Issue(ea.file, ea.lines.get("text", ea.line), f"{ea.id}: near-duplicate of "
+                                    f"{eb.id} ({eb.file}:{eb.lines.get('text', eb.line)}; similarity {sm.ratio():.2f} >= {DUP_RATIO})"))
+    core = [e for e in entries if e.tier == "core"]
+    for m in MOMENTS:
+        groups = sorted({e.group for e in core if m in e.moments})
+        if len(groups) < MIN_GROUPS_PER_MOMENT:
+            issues.append(Issue(where, 1, f"moment '{m}' is served by {len(groups)} group(s) of core "
+                                f"entries ({', '.join(groups) or 'none'}); need {MIN_GROUPS_PER_MOMENT}"))
+    if counts:
+        for tier, n in COUNTS.items():
+            have = sum(e.tier == tier for e in entries)
+            if have < n:
+                issues.append(Issue(where, 1, f"{have} {tier} entries; the bank needs at least {n}"))
+        for g in GROUPS:
+            if not any(e.group == g for e in core):
+                issues.append(Issue(where, 1, f"group '{g}' has no core entries"))
+        for a in ARCHS:
+            if not any(e.arch == a for e in entries):
+                issues.append(Issue(where, 1, f"no entries tied to {a}"))
+    return sorted(set(issues), key=lambda i: (i.file, i.line, i.message))
+
+
+# ---- the `bank` verb -------------------------------------------------------------------------
+def _cmd_lint(args) -> int:
+    issues = lint(args.paths or None, counts=args.counts)
+    for i in issues:
+        print(i)
+    entries, _, _ = read_bank(args.paths or None)
+    by = {t: sum(e.tier == t for e in entries) for t in TIERS}
+    print(f"bank: {len(entries)} entries ({', '.join(f'{t} {n}' for t, n in by.items())}) in "
+          f"{len(bank_files(args.paths or None))} files; {len(issues)} error(s)")
+    return 1 if issues else 0
+
+
+def _cmd_list(args) -> int:
+    from .bank import BankError, load
+    try:
+        entries = load(args.paths or None)
+    except BankError as e:
+        print(f"kernelseek bank list: {e}")
+        return 2
+    shown = [e for e in entries if (not args.moment or args.moment in e.moments)
+             and (not args.group or e.group == args.group) and (not args.tier or e.tier == args.tier)]
+    for e in shown:
+        tag = e.tier + (f":{e.arch}" if e.arch else "")
+        print(f"{e.id:8} {e.group:19} {tag:15} {e.layer:16} {e.text}")
+    print(f"{len(shown)} of {len(entries)} entries")
+    return 0
+
+
+def _cmd_ask(args) -> int:
+    from .bank import BankError, select
+    rows, meta = None, None
+    if args.run:
+        from .goal import find_results
+        from .results import load as load_results
+        try:
+            rows, meta = load_results(find_results(args.run))
+        except (OSError, ValueError) as e:
+            print(f"kernelseek bank ask: {e}")
+            return 2
+    try:
+        q = select(args.moment, rows, meta=meta, asked=args.asked, reference=args.reference,
+                   arch=args.arch, allow_repeat=args.allow_repeat, seed=args.seed)
+    except BankError as e:
+        print(f"kernelseek bank ask: {e}")
+        return 2
+    if q is None:
+        print(f"no question left for moment {args.moment} (try --allow-repeat)")
+        return 1
+    print(f"[{q.id} | {q.group} | {q.layer}] {q.text}\n  check: {q.check}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("bank", help="the question bank: lint, list, ask")
+    bs = p.add_subparsers(dest="bank_cmd", metavar="CMD")
+    lp = bs.add_parser("lint", help="check the bank (exit 1 on any error; each error names file:line)")
+    lp.add_argument("paths", nargs="*", help="bank files or directories (default: the shipped bank/)")
+    lp.add_argument("--counts", action="store_const", const=True, default=None,
+                    help="check the minimum entry counts (default: only for the shipped bank)")
+    lp.add_argument("--no-counts", dest="counts", action="store_const", const=False)
+    lp.set_defaults(func=_cmd_lint)
+    ls = bs.add_parser("list", help="entries, filtered by moment, group or tier")
+    ls.add_argument("paths", nargs="*")
+    ls.add_argument("--moment", choices=MOMENTS)
+    ls.add_argument("--group", choices=GROUPS)
+    ls.add_argument("--tier", choices=TIERS)
+    ls.set_defaults(func=_cmd_list)
+    ap = bs.add_parser("ask", help="pick a question for a moment, slots filled from a run")
+    ap.add_argument("moment", choices=MOMENTS)
+    ap.add_argument("run", nargs="?", help="run or campaign directory whose results fill the slots")
+    ap.add_argument("--asked", nargs="*", default=[], help="ids already asked (never repeated)")
+    ap.add_argument("--allow-repeat", action="store_true")
+    ap.add_argument("--reference", action="store_true", help="another implementation is available")
+    ap.add_argument("--arch", choices=ARCHS)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.set_defaults(func=_cmd_ask)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+

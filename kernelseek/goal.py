@@ -1,0 +1,269 @@
+"""The goal and its verdict: judged on every scenario, never on the average alone.
+
+A goal file (YAML; goals/default.yaml is an example):
+    geomean: 1.0          # target geometric-mean speedup over the timed rows
+    min_speedup: 1.0      # default minimum speedup for every scenario
+    by_group:             # overrides for rows in a feature group; the first match in file order wins
+      decode: 0.9         #   a bare word matches a feature value (kind, dtype, attn) or a true flag
+      head_dim=256: 0.8   #   name=value matches Row.features[name]
+    by_scenario:          # overrides by scenario name (or bench row number); beat by_group
+      dense_causal: 1.1
+    max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
+A row meets the goal only if its status is passed and its speedup is at least its minimum. Results
+whose kernel source hash (meta kernel_sha256) differs from the current kernel file are stale and
+never meet a goal; so are results that cannot be tied to a kernel file.
+    kernelseek goal RUN_DIR [--goal FILE] [--kernel FILE]     (exit 0 only when met)
+"""
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+DEFAULT_GOAL_FILE = Path(__file__).resolve().parent.parent / "goals" / "default.yaml"
+_KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
+
+
+class GoalError(ValueError):
+    """A goal file that cannot be used; the message names file and field."""
+
+
+@dataclass
+class Goal:
+    geomean: float = 1.0
+    min_speedup: float = 1.0
+    by_group: dict = field(default_factory=dict)
+    by_scenario: dict = field(default_factory=dict)
+    max_blocks: int | None = None
+    source: str = "built-in"
+
+    def minimum(self, row) -> tuple[float, str]:
+        """The minimum speedup for a row and where it comes from."""
+        for key in (row.scenario, row.row, str(row.row)):
+            if key is not None and key in self.by_scenario:
+                return float(self.by_scenario[key]), f"scenario {row.scenario}"
+        feats = row.features or {}
+        for key, val in self.by_group.items():
+            if _in_group(str(key), feats):
+                return float(val), f"group {key}"
+        return self.min_speedup, "default"
+
+
+def _in_group(key: str, feats: dict) -> bool:
+    def s(v):
+        return str(v).lower()
+    if "=" in key:
+        name, val = (x.strip() for x in key.split("=", 1))
+        return name in feats and s(feats[name]) == val.lower()
+    return any(v is True and k == key for k, v in feats.items()) or \
+        any(not isinstance(v, bool) and s(v) == key.lower() for v in feats.values())
+
+
+def load_goal(path: str | Path | None = None) -> Goal:
+    """A goal from a YAML file; None gives goals/default.yaml, or the built-in parity goal."""
+    if path is None:
+        if not DEFAULT_GOAL_FILE.is_file():
+            return Goal()
+        path = DEFAULT_GOAL_FILE
+    p = Path(path)
+    try:
+        doc = yaml.safe_load(p.read_text()) or {}
+    except OSError as e:
+        raise GoalError(f"{p}: cannot read goal file ({e.strerror})") from None
+    except yaml.YAMLError as e:
+        raise GoalError(f"{p}: not valid YAML ({e})") from None
+    return goal_from_dict(doc, str(p))
+
+
+def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
+    """Validate a goal mapping; errors name the source and the field."""
+    if not isinstance(doc, dict):
+        raise GoalError(f"{where}: a goal is a mapping with fields {', '.join(_KEYS)}")
+    for k in doc:
+        if k not in _KEYS:
+            raise GoalError(f"{where}: unknown field '{k}' (known: {', '.join(_KEYS)})")
+
+    def num(k, v, lo=0.0):
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or v < lo:
+            raise GoalError(f"{where}: field '{k}' must be a number >= {lo}, got {v!r}")
+        return float(v)
+    g = Goal(source=where)
+    g.geomean = num("geomean", doc.get("geomean", g.geomean))
+    g.min_speedup = num("min_speedup", doc.get("min_speedup", g.min_speedup))
+    for k in ("by_group", "by_scenario"):
+        m = doc.get(k) or {}
+        if not isinstance(m, dict):
+            raise GoalError(f"{where}: field '{k}' must be a mapping of name to minimum speedup")
+        setattr(g, k, {name: num(f"{k}.{name}", v) for name, v in m.items()})
+    if doc.get("max_blocks") is not None:
+        mb = doc["max_blocks"]
+        if isinstance(mb, bool) or not isinstance(mb, int) or mb < 0:
+            raise GoalError(f"{where}: field 'max_blocks' must be an integer >= 0, got {mb!r}")
+        g.max_blocks = mb
+    return g
+
+
+# ---- results and staleness ---------------------------------------------------------------------
+def find_results(path: str | Path) -> Path:
+    """results.json of a run dir, a results.json path, or a campaign's latest evals/<n>/."""
+    p = Path(path)
+    if p.is_file() or (p / "results.json").is_file():
+        return p if p.is_file() else p / "results.json"
+    evals = p / "evals"
+    if evals.is_dir():
+        done = [d for d in evals.iterdir() if d.name.isdigit() and (d / "results.json").is_file()]
+        if done:
+            return max(done, key=lambda d: int(d.name)) / "results.json"
+        raise FileNotFoundError(f"{evals}: no evaluation with a results.json yet")
+    if not p.exists():
+        raise FileNotFoundError(f"{p}: no such run or campaign directory")
+    raise FileNotFoundError(f"{p}: no results.json and no evals/ directory")
+
+
+def sha256_file(path: str | Path) -> str:
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def staleness(meta: dict, kernel: str | Path | None = None, search=()) -> str | None:
+    """None when the results belong to the current kernel source; else why they are stale.
+
+    The kernel is `kernel` if given, else meta['kernel'] found as given, or under each of `search`."""
+    want = meta.get("kernel_sha256")
+    if not want:
+        return "results carry no kernel_sha256, so they cannot be tied to the current kernel"
+    if kernel is None:
+        name = meta.get("kernel")
+        if not name:
+            return "results name no kernel file (meta.kernel)"
+        cands = [Path(name)] + [Path(d) / name for d in search]
+        kernel = next((c for c in cands if c.is_file()), None)
+        if kernel is None:
+            return f"kernel file {name} not found, so the results cannot be checked against it"
+    try:
+        have = sha256_file(kernel)
+    except OSError as e:
+        return f"cannot read kernel file {kernel} ({e.strerror})"
+    if have != want:
+        return (f"stale: {kernel} changed since it was evaluated (sha256 {have[:12]} now, "
+                f"{want[:12]} in the results); run `kernelseek eval` again")
+    return None
+
+
+# ---- the verdict -----------------------------------------------------------------------------
+@dataclass
+class RowVerdict:
+    scenario: str
+    row: int | None
+    status: str
+    speedup: float | None
+    minimum: float
+    source: str          # where the minimum comes from
+    ok: bool
+    why: str = ""        # for a row that falls short
+
+    def line(self) -> str:
+        tag = f"#{self.row}" if self.row is not None else "-"
+        sp = f"{self.speedup:.3f}x" if self.speedup is not None else "n/a"
+        rel = ">=" if self.ok else "<"
+        tail = f"{sp} {rel} {self.minimum:.2f}" if self.status == "passed" and self.speedup is not None \
+            else self.why
+        src = f" ({self.source})" if self.source != "default" else ""
+        return f"  {'ok  ' if self.ok else 'FAIL'} {tag:>4} {self.scenario[:40]:40} {tail}{src}"
+
+
+@dataclass
+class Verdict:
+    met: bool
+    geomean: float | None
+    target: float
+    rows: list[RowVerdict]
+    stale: str | None = None
+    problems: list[str] = field(default_factory=list)
+    where: str = ""
+    goal_source: str = ""
+
+    @property
+    def short(self) -> list[RowVerdict]:
+        return [r for r in self.rows if not r.ok]
+
+    def shortfall(self, limit: int = 8) -> str:
+        """One paragraph: what stands between these results and the goal."""
+        if self.met:
+            return "goal met"
+        parts = [p for p in [self.stale] + self.problems if p]
+        if self.geomean is None or self.geomean < self.target:
+            gm = f"{self.geomean:.3f}x" if self.geomean is not None else "n/a"
+            parts.append(f"geomean {gm} < target {self.target:.2f}x")
+        short = self.short
+        if short:
+            items = [r.line().strip()[5:].strip() for r in short[:limit]]
+            more = f"; and {len(short) - limit} more" if len(short) > limit else ""
+            parts.append(f"{len(short)} of {len(self.rows)} scenarios short: " + "; ".join(items) + more)
+        return ". ".join(parts)
+
+    def format(self) -> str:
+        gm = f"{self.geomean:.3f}x" if self.geomean is not None else "n/a"
+        head = f"goal {'MET' if self.met else 'NOT MET'}: {self.where} (goal: {self.goal_source})"
+        lines = [head] + [f"  {p}" for p in [self.stale] + self.problems if p]
+        lines.append(f"  geomean {gm} {'>=' if self.geomean and self.geomean >= self.target else '<'} "
+                     f"target {self.target:.2f}x")
+        lines += [r.line() for r in self.rows]
+        lines.append(f"{len(self.rows) - len(self.short)} of {len(self.rows)} scenarios meet their minimum")
+        return "\n".join(lines)
+
+
+def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "") -> Verdict:
+    """The verdict on a results table: every row at or above its minimum, the geomean at target,
+    and results fresh for the current kernel."""
+    from .results import summarize
+    meta = meta if isinstance(meta, dict) else {}
+    verdicts = []
+    for r in rows:
+        mn, src = goal.minimum(r)
+        if r.status != "passed":
+            ok, why = False, f"{r.status}" + (f": {r.reason[:60]}" if r.reason else "")
+        elif r.speedup is None:
+            ok, why = False, "no speedup (n/a: " + (r.baseline_reason or r.baseline_status)[:50] + ")"
+        else:
+            ok, why = r.speedup >= mn, ""
+        verdicts.append(RowVerdict(r.scenario, r.row, r.status, r.speedup, mn, src, ok, why))
+    gm = summarize(rows)["geomean_speedup"] if rows else None
+    stale = staleness(meta, kernel, search)
+    problems = [] if rows else ["results hold no rows"]
+    met = (not stale and not problems and gm is not None and gm >= goal.geomean
+           and all(v.ok for v in verdicts))
+    return Verdict(met, gm, goal.geomean, verdicts, stale, problems, where, goal.source)
+
+
+
+def judge_run(path, goal: Goal | None = None, kernel=None, search=()) -> Verdict:
+    """Load the results at `path` (run dir, results.json or campaign) and judge them.
+    Raises FileNotFoundError or ValueError when there are no readable results."""
+    from .results import load
+    res = find_results(path)
+    rows, meta = load(res)
+    run = res.parent
+    extra = [run] + list(run.parents)[:4]
+    return judge(rows, meta, goal or load_goal(), kernel, list(search) + extra, where=str(run))
+
+
+def _cmd_goal(args) -> int:
+    import sys
+    try:
+        goal = load_goal(args.goal)
+        v = judge_run(args.run_dir, goal, kernel=args.kernel)
+    except (OSError, ValueError) as e:
+        print(f"kernelseek goal: {e}", file=sys.stderr)
+        return 2
+    print(v.format())
+    return 0 if v.met else 1
+
+
+def register(sub) -> None:
+    p = sub.add_parser("goal", help="the goal verdict on a run directory (exit 0 only when met)")
+    p.add_argument("run_dir", help="run directory, results.json, or campaign directory (latest eval)")
+    p.add_argument("--goal", help=f"goal YAML (default: {DEFAULT_GOAL_FILE.name} or parity)")
+    p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
+    p.set_defaults(func=_cmd_goal)
