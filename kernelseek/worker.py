@@ -183,7 +183,7 @@ def _scenario(req: dict) -> dict:
         phases[name] = phases.get(name, 0.0) + (t1 - t0)
         t0 = t1
 
-    inp = make_inputs(s, seed, device=dev)
+    inp = make_inputs(s, seed, device=dev, gen_device=dev)
     mark("inputs")
     ref32 = attention_ref(s, inp, "fp32")
     reflp = attention_ref(s, inp, "lowp")
@@ -235,7 +235,7 @@ def _scenario(req: dict) -> dict:
 
     # ---- timing: fresh input sets, rotated; candidate and baselines interleaved ----
     n_sets = timing.sets_needed(s.min_bytes())
-    sets = [make_inputs(s, seed + 1 + i, device=dev) for i in range(n_sets)]
+    sets = [make_inputs(s, seed + 1 + i, device=dev, gen_device=dev) for i in range(n_sets)]
     impls = {}
     cand_outs = []
     if lib is not None and out["status"] == "passed":
@@ -262,7 +262,7 @@ def _scenario(req: dict) -> dict:
     if cand_outs:
         # Same pointers, new values: a kernel that caches results by pointer or shape, or skips
         # work after its first call, now returns stale numbers (the check sees them).
-        fresh = make_inputs(s, seed + 10_000, device=dev)
+        fresh = make_inputs(s, seed + 10_000, device=dev, gen_device=dev)
         for name in ("q", "k", "v", "sinks", "q_descale", "k_descale", "v_descale"):
             dst = getattr(sets[0], name, None)
             if dst is not None:
