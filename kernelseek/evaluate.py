@@ -27,12 +27,17 @@ SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is fl
 
 
 def git_revision() -> str:
+    """HEAD's hash (+ "-dirty"), or $KSEEK_GIT_REV where the checkout has no usable git (the GPU machine)."""
+    if os.environ.get("KSEEK_GIT_REV"):
+        return os.environ["KSEEK_GIT_REV"]
     try:
         rev = subprocess.run(["git", "rev-parse", "HEAD"], cwd=REPO, capture_output=True, text=True,
                              timeout=10).stdout.strip()
+        if len(rev) != 40 or any(c not in "0123456789abcdef" for c in rev):
+            return "unknown"
         dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"], cwd=REPO,
                                capture_output=True, text=True, timeout=10).stdout.strip()
-        return (rev or "unknown") + ("-dirty" if dirty else "")
+        return rev + ("-dirty" if dirty else "")
     except Exception:
         return "unknown"
 
@@ -81,6 +86,8 @@ def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) 
         row.gbps = row.min_bytes / (row.time_ms * 1e-3) / 1e9
         if row.baseline_ms:
             row.speedup = row.baseline_ms / row.time_ms
+        if row.baseline_kernel_ms and row.kernel_ms:
+            row.kernel_speedup = row.baseline_kernel_ms / row.kernel_ms   # cycles, not wall-clock
     flags = []
     if row.speedup and row.speedup > SUSPICIOUS_SPEEDUP:
         flags.append(f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x")

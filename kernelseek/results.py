@@ -51,6 +51,7 @@ class Row:
     stand_in: dict = field(default_factory=dict)   # a labeled dense stand-in (not the same work)
     # derived
     speedup: float | None = None        # baseline_ms / time_ms
+    kernel_speedup: float | None = None  # baseline_kernel_ms / kernel_ms: who wins in device time
     tflops: float | None = None         # candidate FLOPs / time
     gbps: float | None = None           # candidate min bytes / time (GB/s)
     baseline_tflops: float | None = None

@@ -32,6 +32,11 @@ class Worker:
 
     def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None):
         self.cmd = cmd or [sys.executable, "-m", "kernelseek.worker"]
+        if env is None:                                    # FA4 compiles per shape: keep them on disk
+            env = dict(os.environ)
+            env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
+            env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
+                           str(Path.home() / ".cache" / "kernelseek" / "fa4"))
         self.env = env
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
@@ -211,7 +216,10 @@ def _scenario(req: dict) -> dict:
         mark("candidate_check")
 
     # ---- baselines: each checked like a candidate ----
-    picked, skipped = baselines.choose(req.get("baseline") or "best", s)
+    picked, skipped = ([], ["check only: no baselines"]) if check_only else baselines.choose(req.get("baseline") or "best", s)
+    stand = baselines.stand_in_for(s) if not check_only and req.get("stand_in", True) else None
+    if stand is not None:
+        picked.append(stand)                                # labeled: not the same work
     out["baselines_skipped"] = skipped
     bound = {}
     for b in picked:
