@@ -26,6 +26,10 @@ VERBS = {
     "goal": ("kernelseek.goal", "the goal verdict on a run directory (exit 0 only when met)"),
     "hook": ("kernelseek.hooks", "Claude Code hooks (stop)"),
     "init": ("kernelseek.hooks", "add KernelSeek's Stop hook to a project's .claude/settings.json"),
+    "campaign": ("kernelseek.campaign", "run, resume, matrix, restore or show agent campaigns"),
+    "ask": ("kernelseek.inbox", "put a question in a campaign's inbox for the agent's next turn"),
+    "trace": ("kernelseek.traces", "import Claude Code sessions; print trace analytics"),
+    "report": ("kernelseek.report", "render a run's gap-triage and bounds notebooks to HTML"),
 }
 
 EXIT_CODES = """exit codes:

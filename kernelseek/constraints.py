@@ -34,6 +34,10 @@ _PRINTABLE = re.compile(rb"[\x20-\x7e]{5,}")
 # Device-code sections: scanned for mangled names only.
 _DEVICE_SECTIONS = (".nv_fatbin", "__nv_relfatbin", ".nvFatBinSegment")
 _RUNTIME_LOADERS = {"dlopen", "dlmopen", "dlsym", "dlvsym"}
+# A kernel library runs inside the harness's Python process: reaching back into the interpreter or
+# libtorch would let it call cuBLAS/cuDNN through torch, so those are refused too.
+_HOST_ESCAPE = re.compile(r"^(_?Py[A-Z_a-z]|_ZN2at|_ZN3c10|_ZN5torch|_ZNK2at|_ZNK3c10)")
+_HOST_ESCAPE_LIB = re.compile(r"libpython|libtorch|libc10", re.I)
 _MAX_PER_KIND = 12
 
 
@@ -95,6 +99,10 @@ def _check_elf(elf: ELFFile) -> ConstraintResult:
             undefined = sym["st_shndx"] == "SHN_UNDEF"
             if undefined and name.split("@")[0] in _RUNTIME_LOADERS:
                 loaders.add(name.split("@")[0])
+            if undefined and _HOST_ESCAPE.match(name) and name not in seen:
+                seen.add(name)
+                sym_reasons.append(f"symbol {name} imported: calls into the Python interpreter or libtorch "
+                                   f"(which reach cuBLAS/cuDNN)")
             if forbidden_name(name) and name not in seen:
                 seen.add(name)
                 how = "imported (undefined)" if undefined else "defined"
@@ -108,6 +116,8 @@ def _check_elf(elf: ELFFile) -> ConstraintResult:
                 if tag.entry.d_tag == "DT_NEEDED" and _LIB_NAME.search(tag.needed):
                     seen.add(tag.needed)
                     reasons.append(f"needs library {tag.needed} (DT_NEEDED): {family(tag.needed)}")
+                elif tag.entry.d_tag == "DT_NEEDED" and _HOST_ESCAPE_LIB.search(tag.needed):
+                    reasons.append(f"needs library {tag.needed} (DT_NEEDED): Python/libtorch from a kernel")
 
     # (c) strings in every section loaded at run time (device code: mangled names only); sections
     # not loaded (.strtab, .comment, debug info) cannot feed dlopen and hold source file names
@@ -129,8 +139,9 @@ def _check_elf(elf: ELFFile) -> ConstraintResult:
                 str_reasons.append(f"string {s!r} in {sec.name} names {family(s)}")
     reasons += _capped(str_reasons, "strings")
 
-    if loaders:
-        notes.append(f"imports {', '.join(sorted(loaders))}: loads libraries at run time")
+    if loaders:   # a single-file kernel has no business loading libraries: refused outright
+        reasons.append(f"imports {', '.join(sorted(loaders))}: loads libraries at run time "
+                       f"(a name built at run time could reach cuBLAS/cuDNN)")
     return ConstraintResult(not reasons, reasons, notes)
 
 
@@ -147,6 +158,8 @@ _STRING_LIT = re.compile(r'"((?:[^"\\\n]|\\.)*)"')
 
 def _forbidden_header(inc: str) -> bool:
     parts = inc.lower().replace("\\", "/").split("/")
+    if parts[-1] == "python.h" or parts[0] in ("aten", "torch", "c10"):
+        return True
     if any(p.startswith(("cublas", "cudnn", "cutlass")) for p in parts):
         return True
     return "cute" in parts[:-1]   # cute/tensor.hpp, but not a file named cute.h of one's own

@@ -39,6 +39,7 @@ class Row:
     time_p90_ms: float | None = None
     kernel_ms: float | None = None      # device time of the kernels alone
     host_ms: float | None = None        # host wall time per call (launch + host work)
+    sync_ms: float | None = None        # host wall per call until the whole device is idle
     # baseline
     baseline: str | None = None         # winning baseline's name
     baseline_version: str | None = None

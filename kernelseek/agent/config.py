@@ -1,0 +1,152 @@
+"""A campaign's configuration (config.json) and the layout of its directory.
+
+    campaigns/<id>/
+      config.json      this Config
+      goal.yaml        the goal (a copy; the Stop hook reads it too)
+      trace.jsonl      events, append-only (kernelseek.traces)
+      inbox.jsonl      questions waiting (kernelseek.inbox)
+      workspace/       the agent's files: the kernel, kseek.h; the only place the shell may write
+      versions/<sha256>.cu   every kernel version evaluated
+      evals/<n>/       run directories of its evaluations, in order
+      notebooks/       executed notebooks
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import shutil
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .budget import Budget
+
+REPO = Path(__file__).resolve().parent.parent.parent
+ARMS = ("bare", "bank", "human", "equipped")
+DEFAULT_MODEL = "claude-opus-4-5"
+
+
+@dataclass
+class Config:
+    kernel: str                          # the starting kernel (.cu), copied into the workspace
+    grid: str = "bench26"
+    baseline: str = "best"
+    arm: str = "bare"                    # bare | bank | human | equipped
+    model: str = DEFAULT_MODEL
+    max_tokens: int = 16000              # per model call
+    thinking_budget: int = 0             # extended thinking tokens per call (0: off)
+    budget: dict = field(default_factory=lambda: Budget().to_dict())
+    replicate: int = 0                   # repeated campaigns with the same configuration
+    seed: int = 0
+    scenarios: str | None = None         # grid filter for every evaluation the goal is judged on
+    goal: str | None = None              # goal YAML (None: goals/default.yaml)
+    evaluator: str = "harness"           # harness | replay:DIR[,DIR...] (a stand-in, for tests)
+    eval_timeout_s: float = 300.0
+    eval_budget_s: float = 0.4
+    shell_timeout_s: float = 600.0
+    output_cap: int = 30000              # characters of one tool result
+    sandbox: str = "auto"                # auto | bwrap | none
+    base_url: str | None = None          # the Messages API (None: the anthropic client's default)
+    prices: str | None = None            # price table (None: data/prices.yaml)
+    api_max_retries: int = 4
+    plateau_evals: int = 5               # bank arm: evaluations without a gain before `plateau`
+    plateau_minutes: float | None = None
+    docs: str | None = None              # equipped arm: documentation folder for BM25 retrieval
+    notes: str | None = None             # equipped arm: seeded notes (default: the shipped notes)
+    profile_csv: str | None = None       # equipped arm: replay this ncu raw CSV instead of profiling
+    sass: list = field(default_factory=list)  # equipped arm: SASS dumps to replay, in order
+
+    def __post_init__(self):
+        if self.arm not in ARMS:
+            raise ValueError(f"arm {self.arm!r}: one of {', '.join(ARMS)}")
+        Budget.from_dict(self.budget)
+
+    @property
+    def budget_obj(self) -> Budget:
+        return Budget.from_dict(self.budget)
+
+    @property
+    def kernel_name(self) -> str:
+        return Path(self.kernel).name
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    def absolute(self, base=None) -> "Config":
+        """A copy with every file path made absolute (relative to `base`, default the cwd)."""
+        b = Path(base or Path.cwd())
+
+        def ab(x):
+            return str((b / x).resolve()) if x else x
+        ev = self.evaluator
+        if ev.startswith("replay:"):
+            ev = "replay:" + ",".join(ab(s) for s in ev[len("replay:"):].split(",") if s)
+        grid = ab(self.grid) if (b / self.grid).is_file() else self.grid
+        return dataclasses.replace(self, kernel=ab(self.kernel), goal=ab(self.goal), evaluator=ev, grid=grid,
+                                   prices=ab(self.prices), docs=ab(self.docs), notes=ab(self.notes),
+                                   profile_csv=ab(self.profile_csv), sass=[ab(s) for s in self.sass])
+
+    @classmethod
+    def from_dict(cls, d: dict) -> "Config":
+        names = {f.name for f in dataclasses.fields(cls)}
+        unknown = set(d) - names
+        if unknown:
+            raise ValueError(f"config: unknown field(s) {', '.join(sorted(unknown))}")
+        return cls(**d)
+
+
+@dataclass
+class Paths:
+    root: Path
+
+    def __post_init__(self):
+        self.root = Path(self.root).resolve()
+
+    config = property(lambda s: s.root / "config.json")
+    goal = property(lambda s: s.root / "goal.yaml")
+    trace = property(lambda s: s.root / "trace.jsonl")
+    inbox = property(lambda s: s.root / "inbox.jsonl")
+    workspace = property(lambda s: s.root / "workspace")
+    versions = property(lambda s: s.root / "versions")
+    evals = property(lambda s: s.root / "evals")
+    notebooks = property(lambda s: s.root / "notebooks")
+
+    def eval_dirs(self) -> list[Path]:
+        ev = self.evals
+        ds = [d for d in ev.iterdir() if d.name.isdigit() and (d / "results.json").is_file()] if ev.is_dir() else []
+        return sorted(ds, key=lambda d: int(d.name))
+
+
+def new_campaign_id(cfg: Config) -> str:
+    return time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + f"-{cfg.arm}-r{cfg.replicate}"
+
+
+def create(cfg: Config, root) -> Paths:
+    """Lay out a new campaign directory: config.json, goal.yaml, the workspace with the kernel."""
+    p = Paths(root)
+    if p.config.exists():
+        raise FileExistsError(f"{p.root}: a campaign already lives here; resume it instead")
+    src = Path(cfg.kernel)
+    if not src.is_file():
+        raise FileNotFoundError(f"kernel file {cfg.kernel}: not found")
+    for d in (p.workspace, p.versions, p.evals, p.notebooks):
+        d.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(src, p.workspace / cfg.kernel_name)
+    hdr = REPO / "kernels" / "kseek.h"
+    if hdr.is_file() and not (p.workspace / "kseek.h").exists():
+        shutil.copyfile(hdr, p.workspace / "kseek.h")
+    from ..goal import DEFAULT_GOAL_FILE, load_goal
+    goal_src = Path(cfg.goal) if cfg.goal else DEFAULT_GOAL_FILE
+    load_goal(goal_src if goal_src.is_file() else None)        # refuse a broken goal up front
+    if goal_src.is_file():
+        shutil.copyfile(goal_src, p.goal)
+    p.config.write_text(json.dumps(cfg.to_dict(), indent=1))
+    return p
+
+
+def load(root) -> tuple[Config, Paths]:
+    p = Paths(root)
+    try:
+        return Config.from_dict(json.loads(p.config.read_text())), p
+    except FileNotFoundError:
+        raise FileNotFoundError(f"{p.root}: no config.json: not a campaign directory") from None

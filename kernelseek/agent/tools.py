@@ -1,0 +1,208 @@
+"""The agent's tools: shell, read, write, edit (exact replacement) and evaluate (the harness).
+
+`TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input)` runs one and returns
+(text, is_error). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
+versions/<sha256>.cu, runs the campaign's evaluator into evals/<n>/, and returns the results table
+and summary with the goal verdict; `restore` puts any evaluated version back.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from .. import results as R
+from ..goal import judge_run, load_goal, sha256_file
+from .config import Config, Paths
+from .sandbox import Sandbox, SandboxError, cap, scrubbed_environ
+
+TOOLS = [
+    {"name": "shell", "description": "Run a bash command in the workspace (the current directory). "
+     "Output (stdout and stderr) is capped; the command is killed at its timeout.",
+     "input_schema": {"type": "object", "properties": {
+         "command": {"type": "string"},
+         "timeout_s": {"type": "number", "description": "seconds before the command is killed"}},
+         "required": ["command"]}},
+    {"name": "read", "description": "Read a text file in the workspace, with line numbers.",
+     "input_schema": {"type": "object", "properties": {
+         "path": {"type": "string"},
+         "offset": {"type": "integer", "description": "first line (1-based)"},
+         "limit": {"type": "integer", "description": "number of lines"}},
+         "required": ["path"]}},
+    {"name": "write", "description": "Create or overwrite a file in the workspace.",
+     "input_schema": {"type": "object", "properties": {
+         "path": {"type": "string"}, "content": {"type": "string"}}, "required": ["path", "content"]}},
+    {"name": "edit", "description": "Replace an exact string in a workspace file. `old` must occur "
+     "exactly once unless replace_all is true.",
+     "input_schema": {"type": "object", "properties": {
+         "path": {"type": "string"}, "old": {"type": "string"}, "new": {"type": "string"},
+         "replace_all": {"type": "boolean"}}, "required": ["path", "old", "new"]}},
+    {"name": "evaluate", "description": "Build the kernel, check it on every scenario of the grid "
+     "against the references and time it against the baseline; returns the results table, the "
+     "summary and the goal verdict. `scenarios` restricts it to some rows (such a partial run "
+     "never meets the goal).",
+     "input_schema": {"type": "object", "properties": {
+         "scenarios": {"type": "string", "description": "filter: names, substrings, rows (3,20-24)"},
+         "check_only": {"type": "boolean", "description": "check correctness only, no timing"}}}},
+]
+
+
+@dataclass
+class EvalRecord:
+    n: int
+    dir: Path
+    sha: str
+    rows: list
+    meta: dict
+    filtered: bool
+    check_only: bool
+    seconds: float
+    verdict: object = None        # goal.Verdict for a full, timed evaluation
+
+    def event(self, root: Path) -> dict:
+        s = R.summarize(self.rows)
+        return {"n": self.n, "dir": os.path.relpath(self.dir, root), "kernel_sha256": self.sha,
+                "summary": s, "geomean": s["geomean_speedup"], "filtered": self.filtered,
+                "check_only": self.check_only, "seconds": round(self.seconds, 3),
+                "replayed_from": self.meta.get("replayed_from"),
+                "met": getattr(self.verdict, "met", None)}
+
+
+class Toolbox:
+    """Runs tool calls for one campaign."""
+
+    def __init__(self, cfg: Config, paths: Paths, sandbox: Sandbox, evaluator):
+        self.cfg, self.paths, self.sb, self.evaluator = cfg, paths, sandbox, evaluator
+        self.goal = load_goal(paths.goal if paths.goal.is_file() else cfg.goal)
+        self.last_eval: EvalRecord | None = None
+
+    @property
+    def kernel(self) -> Path:
+        return self.paths.workspace / self.cfg.kernel_name
+
+    def call(self, name: str, args: dict) -> tuple[str, bool]:
+        fn = getattr(self, f"_{name}", None)
+        if name not in {t["name"] for t in TOOLS} or fn is None:
+            return f"unknown tool {name!r}; tools: {', '.join(t['name'] for t in TOOLS)}", True
+        try:
+            text, err = fn(**(args or {}))
+        except SandboxError as e:
+            return f"refused: {e}", True
+        except TypeError as e:
+            return f"bad arguments for {name}: {e}", True
+        except (OSError, UnicodeDecodeError) as e:
+            return f"{name} failed: {e}", True
+        return cap(text, self.cfg.output_cap)[0], err
+
+    # ---- tools ---------------------------------------------------------------------------------
+    def _shell(self, command: str, timeout_s: float | None = None):
+        r = self.sb.run(command, timeout_s)
+        return r.text(), bool(r.timed_out or r.returncode)
+
+    def _read(self, path: str, offset: int = 1, limit: int | None = None):
+        p = self.sb.path(path)
+        lines = p.read_text().splitlines()
+        lo = max(1, int(offset or 1))
+        hi = len(lines) if limit is None else min(len(lines), lo - 1 + int(limit))
+        body = "\n".join(f"{i:6}\t{lines[i - 1]}" for i in range(lo, hi + 1))
+        return (body or f"({self.sb.rel(p)}: no lines in {lo}..{hi}; the file has {len(lines)})"), False
+
+    def _write(self, path: str, content: str):
+        p = self.sb.path(path)
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_text(content)
+        return f"wrote {self.sb.rel(p)} ({len(content.splitlines())} lines)", False
+
+    def _edit(self, path: str, old: str, new: str, replace_all: bool = False):
+        p = self.sb.path(path)
+        text = p.read_text()
+        k = text.count(old) if old else 0
+        if k == 0:
+            return f"edit refused: the old text does not occur in {self.sb.rel(p)}", True
+        if k > 1 and not replace_all:
+            return (f"edit refused: the old text occurs {k} times in {self.sb.rel(p)}; give more context "
+                    "or set replace_all"), True
+        p.write_text(text.replace(old, new) if replace_all else text.replace(old, new, 1))
+        return f"edited {self.sb.rel(p)} ({k if replace_all else 1} replacement(s))", False
+
+    def _evaluate(self, scenarios: str | None = None, check_only: bool = False):
+        rec = self.evaluate(scenarios, bool(check_only))
+        if isinstance(rec, str):
+            return rec, True
+        text = R.format_table(rec.rows)
+        text += f"\nevaluation {rec.n} (evals/{rec.n}); kernel version {rec.sha[:12]} kept as versions/{rec.sha}.cu"
+        if rec.verdict is not None:
+            text += "\n" + ("goal: MET" if rec.verdict.met else "goal: not met: " + rec.verdict.shortfall())
+        else:
+            text += "\ngoal: not judged (a partial or check-only run never meets the goal)"
+        return text, False
+
+    # ---- the harness ---------------------------------------------------------------------------
+    def evaluate(self, scenarios: str | None = None, check_only: bool = False) -> EvalRecord | str:
+        """Keep the kernel version, run the evaluator into evals/<n>/, judge full runs."""
+        from ..scenarios import GridError
+        if not self.kernel.is_file():
+            return f"the kernel file {self.cfg.kernel_name} is missing from the workspace"
+        sha = save_version(self.paths, self.kernel)
+        evals = self.paths.evals
+        evals.mkdir(exist_ok=True)
+        n = sum(1 for d in evals.iterdir() if d.name.isdigit())
+        filt = scenarios or self.cfg.scenarios
+        t0 = time.monotonic()
+        try:
+            with scrubbed_environ():
+                run, rows, meta = self.evaluator(
+                    str(self.kernel), self.cfg.grid, self.cfg.baseline, filt, check_only, self.cfg.seed,
+                    self.cfg.eval_timeout_s, self.cfg.eval_budget_s, runs_dir=str(evals), progress=False,
+                    command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
+                            f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
+        except (GridError, FileNotFoundError, ValueError) as e:
+            return f"evaluation could not run: {e}"
+        dest = evals / str(n)
+        os.replace(run, dest)
+        full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
+        verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
+        rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
+                         time.monotonic() - t0, verdict)
+        self.last_eval = rec
+        return rec
+
+    def verdict(self):
+        """The goal verdict on the latest full evaluation (stale if the kernel changed since)."""
+        for d in reversed(self.paths.eval_dirs()):
+            meta = json.loads((d / "results.json").read_text()).get("meta", {})
+            if not meta.get("check_only") and meta.get("scenarios_filter") == self.cfg.scenarios:
+                return judge_run(d, self.goal, kernel=self.kernel)
+        return None
+
+
+def save_version(paths: Paths, kernel: Path) -> str:
+    """Copy the kernel to versions/<sha256>.cu (content-addressed); returns the hash."""
+    sha = sha256_file(kernel)
+    paths.versions.mkdir(exist_ok=True)
+    dest = paths.versions / f"{sha}.cu"
+    if not dest.exists():
+        shutil.copyfile(kernel, dest)
+    return sha
+
+
+def restore(root, ref: str, kernel_name: str | None = None) -> Path:
+    """Put a kept version back into the workspace: `ref` is an evaluation number or a hash prefix."""
+    from .config import load
+    cfg, paths = load(root)
+    if ref.isdigit() and (paths.evals / ref / "results.json").is_file():
+        sha = json.loads((paths.evals / ref / "results.json").read_text())["meta"]["kernel_sha256"]
+    else:
+        hits = [p.stem for p in paths.versions.glob(f"{ref}*.cu")]
+        if len(hits) != 1:
+            raise FileNotFoundError(f"{ref}: {'no' if not hits else len(hits)} kept versions match")
+        sha = hits[0]
+    src = paths.versions / f"{sha}.cu"
+    if not src.is_file():
+        raise FileNotFoundError(f"{src}: version not kept")
+    dest = paths.workspace / (kernel_name or cfg.kernel_name)
+    shutil.copyfile(src, dest)
+    return dest

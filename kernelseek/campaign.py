@@ -1,0 +1,240 @@
+"""Campaigns: papermill runs of notebooks/campaign.ipynb, and the arm-by-replicate matrix on Dask.
+
+    kernelseek campaign run --kernel kernels/naive_fwd.cu --grid bench26 --arm bank --steps 100
+    kernelseek campaign resume campaigns/<id> [--steps 200]      continue a crashed campaign
+    kernelseek campaign matrix --kernel ... --arms bare,bank,human,equipped --replicates 3 --gpus 0,1,2,3
+    kernelseek campaign restore campaigns/<id> 7                  put evaluation 7's kernel back
+    kernelseek campaign status campaigns/<id>
+
+`run` lays out campaigns/<id>/ (agent/config.py), then executes the notebook with papermill (its
+parameters: campaign_dir, kernel, grid, baseline, arm, model, budget, replicate, ...) into
+campaigns/<id>/notebooks/campaign.ipynb; the notebook drives the loop and shows the trace's
+tables. `matrix` submits one such run per (arm, replicate) to a Dask distributed cluster: a
+LocalCluster with one single-threaded worker per GPU (each worker pinned to one GPU through the
+notebook's `gpu` parameter), or an existing scheduler (`--scheduler tcp://host:8786`; start its
+workers with `CUDA_VISIBLE_DEVICES=i dask worker ADDR --nthreads 1 --resources GPU=1`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+import sys
+import time
+from pathlib import Path
+
+from .agent.config import ARMS, REPO, Config, create, load, new_campaign_id
+
+NOTEBOOK = REPO / "notebooks" / "campaign.ipynb"
+
+
+def parameters(cfg: Config, root: Path, gpu=None, resume: bool = False) -> dict:
+    """The notebook's parameters for one campaign."""
+    b = cfg.budget
+    return {"campaign_dir": str(root), "kernel": cfg.kernel, "grid": cfg.grid, "baseline": cfg.baseline,
+            "arm": cfg.arm, "model": cfg.model, "replicate": cfg.replicate, "budget_steps": b.get("steps"),
+            "budget_tokens": b.get("tokens"), "budget_dollars": b.get("dollars"), "budget_wall_s": b.get("wall_s"),
+            "evaluator": cfg.evaluator, "base_url": cfg.base_url, "gpu": gpu, "resume": resume,
+            "config_json": json.dumps(cfg.to_dict())}
+
+
+def outcome(root) -> dict:
+    """One campaign's row: arm, replicate, why it stopped, spend, best geomean."""
+    from . import traces
+    from .agent.budget import Spend
+    root = Path(root)
+    evs = traces.read(root / "trace.jsonl")
+    cfg = next((e.get("config") for e in evs if e.get("type") == "start"), None) or {}
+    stop = next((e for e in reversed(evs) if e.get("type") in ("stop", "error")), None) or {}
+    gms = [e["geomean"] for e in evs if e.get("type") == "evaluation" and e.get("geomean") is not None
+           and not e.get("filtered")]
+    s = Spend.from_events(evs)
+    return {"campaign": root.name, "arm": cfg.get("arm"), "replicate": cfg.get("replicate"),
+            "stopped": stop.get("reason") or stop.get("message") or "running or crashed",
+            "met": bool(stop.get("met")), "steps": s.steps, "tokens": s.tokens, "dollars": round(s.dollars, 4),
+            "wall_s": round(s.wall_s, 1), "evaluations": sum(e.get("type") == "evaluation" for e in evs),
+            "best_geomean": max(gms) if gms else None, "questions": sum(e.get("type") == "question" for e in evs)}
+
+
+def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, gpu=None,
+        notebook=NOTEBOOK, kernel_name: str = "python3") -> Path:
+    """Create the campaign and execute its notebook; returns the campaign directory.
+    A failing notebook raises papermill's PapermillExecutionError (the executed copy is kept)."""
+    import papermill as pm
+    cfg = cfg.absolute()
+    root = Path(campaigns_dir).resolve() / (campaign_id or new_campaign_id(cfg))
+    paths = create(cfg, root)
+    pm.execute_notebook(str(notebook), str(paths.notebooks / "campaign.ipynb"),
+                        parameters=parameters(cfg, paths.root, gpu), kernel_name=kernel_name,
+                        progress_bar=False, cwd=str(REPO))
+    return paths.root
+
+
+def _run_one(cfg_dict: dict, campaigns_dir: str, campaign_id: str, gpus: list | None, kernel_name: str) -> dict:
+    """One matrix cell, on a Dask worker: the worker's GPU, the notebook, the outcome row."""
+    gpu = None
+    if gpus:
+        from distributed import get_worker
+        digits = re.findall(r"\d+", str(get_worker().name))
+        idx = int(digits[-1]) if digits else 0
+        gpu = gpus[idx % len(gpus)]
+    root = Path(campaigns_dir) / campaign_id
+    try:
+        run(Config.from_dict(cfg_dict), campaigns_dir, campaign_id, gpu=gpu, kernel_name=kernel_name)
+        err = None
+    except Exception as e:  # one failed cell must not sink the matrix; its row says why
+        err = f"{type(e).__name__}: {str(e)[-300:]}"
+    row = outcome(root) if (root / "trace.jsonl").exists() else {"campaign": campaign_id}
+    row.update(gpu=gpu, error=err, arm=cfg_dict["arm"], replicate=cfg_dict["replicate"])
+    return row
+
+
+def matrix(base: Config, arms=ARMS, replicates: int = 1, campaigns_dir="campaigns", scheduler: str | None = None,
+           workers: int | None = None, gpus: list | None = None, processes: bool = True,
+           kernel_name: str = "python3"):
+    """Every (arm, replicate) campaign in parallel, one GPU each; a DataFrame of outcome rows."""
+    import pandas as pd
+    from distributed import Client, LocalCluster
+    base = base.absolute()
+    for a in arms:
+        if a not in ARMS:
+            raise ValueError(f"arm {a!r}: one of {', '.join(ARMS)}")
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    cells = [dataclasses.replace(base, arm=a, replicate=r) for r in range(replicates) for a in arms]
+    cluster = None
+    if scheduler:
+        client = Client(scheduler)
+    else:
+        n = workers or (len(gpus) if gpus else 1)
+        cluster = LocalCluster(n_workers=n, threads_per_worker=1, processes=processes, resources={"GPU": 1},
+                               dashboard_address=None)
+        client = Client(cluster)
+    try:
+        futs = [client.submit(_run_one, c.to_dict(), str(Path(campaigns_dir).resolve()),
+                              f"{stamp}-{c.arm}-r{c.replicate}", gpus, kernel_name,
+                              resources={"GPU": 1}, pure=False, key=f"campaign-{stamp}-{c.arm}-r{c.replicate}")
+                for c in cells]
+        rows = client.gather(futs)
+    finally:
+        client.close()
+        if cluster is not None:
+            cluster.close()
+    return pd.DataFrame(rows)
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+def _config_args(p) -> None:
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--grid", default="bench26")
+    p.add_argument("--baseline", default="best")
+    p.add_argument("--scenarios")
+    p.add_argument("--goal", help="goal YAML (default goals/default.yaml)")
+    p.add_argument("--model", default=Config.model)
+    p.add_argument("--max-tokens", type=int, default=Config.max_tokens, help="per model call")
+    p.add_argument("--thinking", type=int, default=0, help="extended-thinking budget per call (0: off)")
+    p.add_argument("--evaluator", default="harness", help="harness | replay:DIR[,DIR...]")
+    p.add_argument("--base-url", help="the Messages API (default: the client's)")
+    p.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
+    p.add_argument("--campaigns-dir", default="campaigns")
+    _budget_args(p)
+
+
+def _budget_args(p, defaults: bool = True) -> None:
+    d = (lambda v: v) if defaults else (lambda v: None)
+    p.add_argument("--steps", type=int, default=d(200), help="model calls")
+    p.add_argument("--tokens", type=int, default=None)
+    p.add_argument("--dollars", type=float, default=d(50.0))
+    p.add_argument("--wall-s", type=float, default=None)
+
+
+def _config(a, arm: str = "bare", replicate: int = 0) -> Config:
+    return Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
+                  arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
+                  evaluator=a.evaluator, base_url=a.base_url, sandbox=a.sandbox, docs=a.docs, replicate=replicate,
+                  budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
+
+
+def register(sub) -> None:
+    p = sub.add_parser("campaign", help="run, resume or matrix agent campaigns")
+    s = p.add_subparsers(dest="campaign_cmd", metavar="CMD")
+    r = s.add_parser("run", help="one campaign through notebooks/campaign.ipynb (papermill)")
+    _config_args(r)
+    r.add_argument("--arm", default="bare", choices=ARMS)
+    r.add_argument("--replicate", type=int, default=0)
+    r.add_argument("--id", help="campaign id (default: <utc>-<arm>-r<replicate>)")
+    r.add_argument("--gpu", help="CUDA device for this campaign")
+    r.set_defaults(func=_cmd_run)
+    m = s.add_parser("matrix", help="arms x replicates in parallel on Dask, one GPU each")
+    _config_args(m)
+    m.add_argument("--arms", default=",".join(ARMS))
+    m.add_argument("--replicates", type=int, default=1)
+    m.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster)")
+    m.add_argument("--workers", type=int, help="LocalCluster workers (default: one per --gpus entry, else 1)")
+    m.add_argument("--gpus", help="comma-separated CUDA devices, one per worker")
+    m.set_defaults(func=_cmd_matrix)
+    u = s.add_parser("resume", help="continue a crashed (or budget-stopped) campaign from its trace")
+    u.add_argument("run", help="the campaign directory")
+    _budget_args(u, defaults=False)
+    u.set_defaults(func=_cmd_resume)
+    t = s.add_parser("restore", help="put a kept kernel version back into the workspace")
+    t.add_argument("run")
+    t.add_argument("ref", help="an evaluation number or a version hash prefix")
+    t.set_defaults(func=_cmd_restore)
+    st = s.add_parser("status", help="a campaign's outcome row")
+    st.add_argument("run")
+    st.set_defaults(func=lambda a: (print(json.dumps(outcome(a.run), indent=1)), 0)[1])
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _cmd_run(a) -> int:
+    from papermill.exceptions import PapermillExecutionError
+    try:
+        root = run(_config(a, a.arm, a.replicate), a.campaigns_dir, a.id, gpu=a.gpu)
+    except PapermillExecutionError as e:
+        print(f"kernelseek campaign: the notebook failed: {e.ename}: {e.evalue}", file=sys.stderr)
+        return 1
+    except (OSError, ValueError) as e:
+        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        return 2
+    print(json.dumps(outcome(root), indent=1))
+    return 0 if outcome(root)["met"] else 1
+
+
+def _cmd_matrix(a) -> int:
+    gpus = [g.strip() for g in a.gpus.split(",")] if a.gpus else None
+    try:
+        df = matrix(_config(a), [x.strip() for x in a.arms.split(",") if x.strip()], a.replicates,
+                    a.campaigns_dir, a.scheduler, a.workers, gpus)
+    except (OSError, ValueError) as e:
+        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        return 2
+    print(df.to_string(index=False))
+    return 0
+
+
+def _cmd_resume(a) -> int:
+    from .agent import Loop
+    from .agent.loop import CampaignCrash, MissingKey
+    try:
+        cfg, _ = load(a.run)
+        b = dict(cfg.budget)
+        b.update({k: v for k, v in (("steps", a.steps), ("tokens", a.tokens), ("dollars", a.dollars),
+                                    ("wall_s", a.wall_s)) if v is not None})
+        out = Loop(a.run, budget=b).run()
+    except (MissingKey, CampaignCrash, OSError, ValueError) as e:
+        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        return 2
+    print(out.line())
+    return 0 if out.met else 1
+
+
+def _cmd_restore(a) -> int:
+    from .agent.tools import restore
+    try:
+        dest = restore(a.run, a.ref)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        return 2
+    print(f"restored {dest}")
+    return 0

@@ -1,0 +1,268 @@
+"""The numbers the paper published, kept as data, drawn as charts, and set beside numbers from traces.
+
+data/paper/<topic>.yaml holds one entry per number as a document states it:
+    id, quantity, value, unit, subject, source (a file of ../shared/seeds/), as_written (the number's
+    words, found verbatim in the sentence), sentence (verbatim from the source), note (optional)
+Documents that disagree on a quantity (0.50x and 0.48x for the equipped agent) keep both entries;
+`disagreements` lists them and nothing here picks one. `recompute` asks kernelseek.analytics for the
+same quantities from trace files and says plainly when analytics is unavailable.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pandas as pd
+import yaml
+from matplotlib.figure import Figure
+
+ROOT = Path(__file__).resolve().parent.parent
+PAPER_DIR = Path(os.environ.get("KERNELSEEK_PAPER_DIR") or ROOT / "data" / "paper")
+SEEDS_DIR = Path(os.environ.get("KERNELSEEK_SEEDS_DIR") or ROOT.parent / "shared" / "seeds")
+FIELDS = ("id", "quantity", "value", "unit", "subject", "source", "as_written", "sentence")
+
+
+@dataclass(frozen=True)
+class Number:
+    id: str
+    quantity: str           # what is counted; entries of one quantity are comparable
+    value: float
+    unit: str
+    subject: str            # the arm, kernel or category the number is about
+    source: str             # file name under SEEDS_DIR
+    as_written: str         # the number as the sentence writes it
+    sentence: str           # verbatim from the source
+    topic: str = ""
+    note: str = ""
+
+
+def load(root=PAPER_DIR) -> list[Number]:
+    """Every number of every topic file; a missing field or duplicate id raises ValueError naming the file."""
+    out: list[Number] = []
+    for path in sorted(Path(root).glob("*.yaml")):
+        doc = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        for i, raw in enumerate(doc.get("numbers") or []):
+            missing = [k for k in FIELDS if raw.get(k) in (None, "")]
+            if missing:
+                raise ValueError(f"{path}: numbers[{i}] ({raw.get('id')}) lacks {', '.join(missing)}")
+            out.append(Number(**{k: raw[k] for k in FIELDS}, topic=doc.get("topic", path.stem),
+                              note=raw.get("note", "")))
+    ids = [n.id for n in out]
+    dups = sorted({i for i in ids if ids.count(i) > 1})
+    if dups:
+        raise ValueError(f"{root}: duplicate ids {', '.join(dups)}")
+    return out
+
+
+def sources(root=PAPER_DIR) -> dict[str, dict]:
+    """file -> {short, title} from sources.yaml."""
+    p = Path(root) / "sources.yaml"
+    return (yaml.safe_load(p.read_text(encoding="utf-8")) or {}).get("sources", {}) if p.exists() else {}
+
+
+def check(numbers: list[Number], seeds=SEEDS_DIR) -> list[str]:
+    """Problems: a sentence not verbatim in its source, or as_written not in its sentence."""
+    probs, texts = [], {}
+    for n in numbers:
+        if n.as_written not in n.sentence:
+            probs.append(f"{n.id}: {n.as_written!r} is not in its sentence")
+        p = Path(seeds) / n.source
+        if p.name not in texts:
+            texts[p.name] = p.read_text(encoding="utf-8") if p.exists() else None
+        if texts[p.name] is None:
+            probs.append(f"{n.id}: source {p} not found")
+        elif n.sentence not in texts[p.name]:
+            probs.append(f"{n.id}: sentence not found verbatim in {p.name}")
+    return probs
+
+
+def table(numbers: list[Number]) -> pd.DataFrame:
+    """One line per number, with its sentence."""
+    return pd.DataFrame([n.__dict__ for n in numbers])
+
+
+def disagreements(numbers: list[Number]) -> pd.DataFrame:
+    """Every entry of each quantity the documents give different values for (all kept, none chosen)."""
+    df = table(numbers)
+    if df.empty:
+        return df
+    split = df.groupby("quantity")["value"].transform("nunique") > 1
+    return df[split].sort_values(["quantity", "value", "source"]).reset_index(drop=True)
+
+
+def values(numbers: list[Number], quantity: str) -> list[float]:
+    """The distinct values the documents give for one quantity, in file order."""
+    seen: list[float] = []
+    for n in numbers:
+        if n.quantity == quantity and n.value not in seen:
+            seen.append(n.value)
+    return seen
+
+
+# ---- charts ------------------------------------------------------------------------------------
+def bars(numbers: list[Number], quantities: list[str], title: str, labels: dict | None = None,
+         short: dict | None = None) -> Figure:
+    """One bar per entry of the given quantities, grouped by quantity; each bar names its source,
+    so two documents that disagree stand side by side."""
+    fig = Figure(figsize=(max(6.0, 0.55 * len(quantities) + 4), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    short = short or {}
+    x, ticks = 0.0, []
+    palette = ["#2980b9", "#e67e22", "#16a085", "#8e44ad", "#c0392b"]
+    order = sorted({n.source for n in numbers})     # one colour per document in every chart
+    for q in quantities:
+        ents = [n for n in numbers if n.quantity == q]
+        start = x
+        for n in ents:
+            c = palette[order.index(n.source) % len(palette)]
+            ax.bar(x, n.value, width=0.8, color=c, label=short.get(n.source, n.source))
+            ax.annotate(f"{n.value:g}", (x, n.value), ha="center", va="bottom", fontsize=7)
+            x += 1
+        if ents:
+            ticks.append(((start + x - 1) / 2, (labels or {}).get(q, q)))
+        x += 0.6
+    handles, labs = ax.get_legend_handles_labels()
+    uniq = dict(zip(labs, handles))
+    ax.legend(uniq.values(), uniq.keys(), fontsize=7)
+    ax.set_xticks([t for t, _ in ticks], [lab for _, lab in ticks], rotation=30, ha="right", fontsize=8)
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+def before_after(numbers: list[Number], pairs: list[tuple[str, str, str]], title: str) -> Figure:
+    """Arrows from a before value to an after value: (label, before quantity, after quantity)."""
+    fig = Figure(figsize=(7.0, 0.6 * len(pairs) + 1.5), layout="constrained")
+    ax = fig.add_subplot()
+    for i, (label, qb, qa) in enumerate(pairs):
+        b, a = values(numbers, qb), values(numbers, qa)
+        if not b or not a:
+            continue
+        ax.annotate("", (a[0], i), (b[0], i), arrowprops={"arrowstyle": "->", "color": "#27ae60"})
+        ax.plot([b[0], a[0]], [i, i], "o", color="#7f8c8d")
+        ax.annotate(f"{b[0]:g} -> {a[0]:g}", (max(a[0], b[0]), i), xytext=(6, -3), textcoords="offset points",
+                    fontsize=8)
+    ax.set_yticks(range(len(pairs)), [p[0] for p in pairs], fontsize=8)
+    ax.axvline(1.0, color="black", lw=1, ls="--")
+    ax.set_xlabel("speedup vs the baseline")
+    ax.set_title(title, fontsize=10)
+    return fig
+
+
+# ---- recomputed from traces --------------------------------------------------------------------
+@dataclass
+class Recomputed:
+    """Quantities computed from traces, or why none could be."""
+    available: bool
+    reason: str = ""
+    values: dict = field(default_factory=dict)     # quantity -> value
+    traces: list = field(default_factory=list)     # the trace files read
+
+
+def recompute(paths) -> Recomputed:
+    """The paper's quantities recomputed from trace JSONL files (or campaign directories) through
+    kernelseek.analytics; when that module is missing, says so and computes nothing."""
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in (paths or [])]
+    files = [p / "trace.jsonl" if p.is_dir() else p for p in paths]
+    if not files:
+        return Recomputed(False, "no trace given", traces=[])
+    missing = [str(p) for p in files if not p.exists()]
+    if missing:
+        return Recomputed(False, f"trace file(s) not found: {', '.join(missing)}", traces=[str(p) for p in files])
+    try:
+        from kernelseek import analytics
+    except ImportError as e:
+        return Recomputed(False, f"kernelseek.analytics is unavailable ({e}); no number is recomputed",
+                          traces=[str(p) for p in files])
+    from kernelseek import traces
+    try:
+        vals = quantities(analytics, [traces.read(p) for p in files])
+    except (AttributeError, KeyError, TypeError) as e:   # an analytics without the functions used here
+        return Recomputed(False, f"kernelseek.analytics could not compute the quantities ({e!r})",
+                          traces=[str(p) for p in files])
+    return Recomputed(True, values=vals, traces=[str(p) for p in files])
+
+
+def _side(events: list[dict]) -> str:
+    """'equipped' for a trace of the tool-rich arm, else 'question_driven'."""
+    arm = next((e.get("arm") for e in events if e.get("type") == "start"), None) or ""
+    return "equipped" if arm == "equipped" else "question_driven"
+
+
+def quantities(analytics, traces_events: list[list[dict]]) -> dict[str, float]:
+    """The paper's quantities over the given traces (each a list of events), summed per arm side.
+
+    Counts add up over traces; shares are recomputed from the summed characters; the geometric mean
+    is the best any trace of that side reached (against the campaign's own baseline)."""
+    out: dict[str, float] = {}
+    for side in ("question_driven", "equipped"):
+        ts = [t for t in traces_events if _side(t) == side]
+        if not ts:
+            continue
+        tools = sum(analytics.tool_use_by_kind(t).set_index("kind")[["calls", "parent", "subagents"]] for t in ts)
+        reread = [analytics.reread_share(t) for t in ts]
+        chars = sum(r["tool_result_chars"] for r in reread)
+        best = [b for b in (analytics.time_to_best(t) for t in ts) if b["best_geomean"] is not None]
+        top = max(best, key=lambda b: b["best_geomean"]) if best else None
+        counts = {"profiler_runs": "profiler", "sass_inspections": "sass/ptx", "builds": "build",
+                  "benchmark_runs": "benchmark", "subagents": "subagent", "doc_lookups": "docs"}
+        out.update({f"{q}_{side}": int(tools.loc[k, "calls"]) for q, k in counts.items()})
+        own = sum(r["own_source_chars"] for r in reread)
+        out[f"own_kernel_reading_share_{side}"] = 100.0 * own / chars if chars else None
+        out[f"{side}_geomean_fa3"] = top["best_geomean"] if top else None
+        out[f"{side}_sessions"] = sum(e.get("type") in ("start", "resume") for t in ts for e in t)
+        out[f"{side}_tool_calls"] = int(tools.loc["total", "calls"])
+        if side == "question_driven":
+            out["question_driven_tool_calls_parent"] = int(tools.loc["total", "parent"])
+            out["question_driven_tool_calls_subagents"] = int(tools.loc["total", "subagents"])
+            kinds = sum(analytics.messages_by_kind(t).set_index("kind")[["messages", "interrogative"]] for t in ts)
+            out["human_messages"] = int(kinds.loc["total", "messages"])
+            out["interrogative_messages"] = int(kinds.loc["total", "interrogative"])
+            out.update({f"message_type_{k}": int(kinds.loc[k, "messages"]) for k in kinds.index if k != "total"})
+            n = out["human_messages"]
+            out["tool_calls_per_human_message"] = out["question_driven_tool_calls"] / n if n else None
+            for t in ts:
+                for r in analytics.questions_by_category(t).itertuples():
+                    key = "category_" + str(r.category).replace(" ", "_")
+                    out[key] = out.get(key, 0) + int(r.questions)
+        else:
+            out["equipped_steps"] = sum(e.get("type") == "usage" for t in ts for e in t)
+            out["equipped_step_of_best"] = top["step"] if top else None
+            out["equipped_hours_to_best"] = top["hours"] if top else None
+            out["equipped_api_cost"] = sum(float(e.get("cost_usd") or 0) for t in ts for e in t
+                                           if e.get("type") == "usage")
+    return {k: v for k, v in out.items() if v is not None}
+
+
+def side_by_side(numbers: list[Number], rec: Recomputed) -> pd.DataFrame:
+    """Per quantity: the paper's value(s) as the documents give them, and the recomputed value."""
+    recs = []
+    for q in dict.fromkeys(n.quantity for n in numbers):
+        ents = [n for n in numbers if n.quantity == q]
+        recs.append({"quantity": q, "unit": ents[0].unit, "paper": " | ".join(f"{v:g}" for v in values(numbers, q)),
+                     "sources": ", ".join(sorted({n.source[:3] for n in ents})),
+                     "recomputed": rec.values.get(q) if rec.available else None})
+    for q, v in (rec.values.items() if rec.available else []):
+        if q not in {r["quantity"] for r in recs}:
+            recs.append({"quantity": q, "unit": "", "paper": "", "sources": "", "recomputed": v})
+    return pd.DataFrame(recs, columns=["quantity", "unit", "paper", "sources", "recomputed"])
+
+
+def shares_chart(numbers: list[Number], rec: Recomputed, prefix: str, title: str) -> Figure:
+    """The quantities named `prefix*` as shares of their sum: the paper's (first value of each) beside
+    the traces', so campaigns of any length compare with the paper's."""
+    qs = [q for q in dict.fromkeys(n.quantity for n in numbers) if q.startswith(prefix)]
+    qs += [q for q in rec.values if q.startswith(prefix) and q not in qs]
+    paper_v = [(values(numbers, q) or [0.0])[0] for q in qs]
+    trace_v = [float(rec.values.get(q) or 0.0) for q in qs]
+    fig = Figure(figsize=(max(6.0, 0.7 * len(qs) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    for off, vs, lab, c in ((-0.2, paper_v, "paper", "#2980b9"), (0.2, trace_v, "traces", "#27ae60")):
+        tot = sum(vs)
+        ax.bar([i + off for i in range(len(qs))], [v / tot if tot else 0.0 for v in vs], width=0.4, label=lab, color=c)
+    ax.set_xticks(range(len(qs)), [q.removeprefix(prefix).replace("_", " ") for q in qs], rotation=30, ha="right",
+                  fontsize=8)
+    ax.set_ylabel("share of the total")
+    ax.set_title(title, fontsize=10)
+    ax.legend(fontsize=8)
+    return fig

@@ -1,0 +1,278 @@
+"""Campaign traces: one JSONL file per campaign, append-only, one event per line, flushed per event.
+
+Every event carries `id` ("ev-<seq>"), `seq`, `type`, `t` (epoch seconds) and `utc`. Types:
+    start           config, git_rev, gpu, sandbox (the protection in force), api, arm, model
+    resume          a later session continuing the campaign (same fields as start, minus config)
+    message         role user|assistant; author harness|human|bank|equipped|agent; content (API blocks)
+    tool_result     tool_use_id, name, output (text, capped), is_error, seconds
+    evaluation      n, dir, kernel_sha256, summary, geomean, filtered, check_only
+    question        moment, bank_id, group, text, source (fired by a questioner or asked by a person)
+    inbox_consumed  line (of inbox.jsonl) delivered to the agent
+    goal_check      met, shortfall, eval
+    usage           step, input/output/cache tokens, cost_usd, total_cost_usd, total_tokens
+    stop            reason, met
+    error           where, message
+Tool calls are the `tool_use` blocks of assistant messages. Imported traces (Claude Code) use the
+same schema with `source_format` on their start event. No secret reaches a trace: every string is
+passed through a Redactor (environment values of credential-like variables, API-key patterns).
+
+    kernelseek trace import-claude-code SESSION.jsonl [--out data/traces/NAME.jsonl]
+    kernelseek trace stats TRACE.jsonl...
+"""
+from __future__ import annotations
+
+import json
+import os
+import re
+import time
+from pathlib import Path
+from typing import Iterable
+
+TRACE = "trace.jsonl"
+SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
+SECRET_PATTERNS = (re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
+                   re.compile(r"(?i)\b(bearer|x-api-key:?)\s+[A-Za-z0-9._\-]{16,}"))
+
+
+def utc(t: float | None = None) -> str:
+    return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
+
+
+class Redactor:
+    """Replaces secret values in any string of an event with [redacted:NAME]."""
+
+    def __init__(self, secrets: dict[str, str] | None = None):
+        self.secrets = {k: v for k, v in (secrets or {}).items() if isinstance(v, str) and len(v) >= 8}
+
+    @classmethod
+    def from_env(cls, environ=None) -> "Redactor":
+        env = os.environ if environ is None else environ
+        return cls({k: v for k, v in env.items() if SECRET_NAME.search(k)})
+
+    def text(self, s: str) -> str:
+        for name, val in sorted(self.secrets.items(), key=lambda kv: -len(kv[1])):
+            if val in s:
+                s = s.replace(val, f"[redacted:{name}]")
+        for pat in SECRET_PATTERNS:
+            s = pat.sub("[redacted]", s)
+        return s
+
+    def __call__(self, x):
+        if isinstance(x, str):
+            return self.text(x)
+        if isinstance(x, dict):
+            return {k: self(v) for k, v in x.items()}
+        if isinstance(x, (list, tuple)):
+            return [self(v) for v in x]
+        return x
+
+
+class TraceWriter:
+    """Appends events to a trace file; each event is redacted, written whole, flushed and synced."""
+
+    def __init__(self, path, redactor: Redactor | None = None, fsync: bool = True):
+        self.path = Path(path)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.redact = redactor or Redactor.from_env()
+        self.fsync = fsync
+        self.seq = 0
+        if self.path.exists():
+            raw = self.path.read_bytes()
+            if raw and not raw.endswith(b"\n"):
+                with open(self.path, "ab") as f:   # a line torn by a crash: close it (read() skips it)
+                    f.write(b"\n")
+            self.seq = max([e.get("seq", -1) for e in read(self.path)] + [-1]) + 1
+
+    def write(self, type: str, **fields) -> dict:
+        now = time.time()
+        ev = {"id": f"ev-{self.seq}", "seq": self.seq, "type": type, "t": round(now, 3), "utc": utc(now)}
+        ev.update(self.redact(fields))
+        data = (json.dumps(ev, default=str) + "\n").encode()
+        fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, data)
+            if self.fsync:
+                os.fsync(fd)
+        finally:
+            os.close(fd)
+        self.seq += 1
+        return ev
+
+
+def read(path) -> list[dict]:
+    """Every well-formed event of a trace file (a torn or foreign line is skipped)."""
+    p = Path(path)
+    if p.is_dir():
+        p = p / TRACE
+    out = []
+    if not p.exists():
+        return out
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            try:
+                ev = json.loads(raw)
+            except json.JSONDecodeError:
+                continue
+            if isinstance(ev, dict) and "type" in ev:
+                out.append(ev)
+    return out
+
+
+def write_all(path, events: Iterable[dict]) -> Path:
+    """Write a whole trace (an import or a curated copy); refuses to overwrite an existing file."""
+    p = Path(path)
+    p.parent.mkdir(parents=True, exist_ok=True)
+    red = Redactor.from_env()
+    with open(p, "x", encoding="utf-8") as f:
+        for ev in events:
+            f.write(json.dumps(red(ev), default=str) + "\n")
+    return p
+
+
+def text_of(content) -> str:
+    """The plain text of a message's content (a string or a list of API blocks)."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for b in content or []:
+        if isinstance(b, dict) and b.get("type") == "text":
+            parts.append(b.get("text", ""))
+    return "\n".join(parts)
+
+
+def tool_calls(events: list[dict]) -> list[dict]:
+    """Every tool call: {id, name, input, sidechain, t} from the tool_use blocks of assistant messages."""
+    out = []
+    for ev in events:
+        if ev.get("type") == "message" and ev.get("role") == "assistant" and isinstance(ev.get("content"), list):
+            for b in ev["content"]:
+                if isinstance(b, dict) and b.get("type") == "tool_use":
+                    out.append({"id": b.get("id"), "name": b.get("name", ""), "input": b.get("input") or {},
+                                "sidechain": bool(ev.get("sidechain")), "t": ev.get("t")})
+    return out
+
+
+# ---- Claude Code transcripts -------------------------------------------------------------------
+def _epoch(ts) -> float | None:
+    if not isinstance(ts, str):
+        return None
+    import calendar
+    m = re.match(r"(\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d)(\.\d+)?", ts)
+    if not m:
+        return None
+    return calendar.timegm(time.strptime(m.group(1), "%Y-%m-%dT%H:%M:%S")) + float(m.group(2) or 0)
+
+
+def _result_text(content) -> str:
+    if isinstance(content, str):
+        return content
+    return "\n".join(b.get("text", "") for b in content or [] if isinstance(b, dict) and b.get("type") == "text")
+
+
+_META_USER = re.compile(r"^\s*(<command-|<local-command-|Caveat: |Stop hook feedback|\[Request interrupted)")
+
+
+def import_session(path, label: str = "") -> list[dict]:
+    """A Claude Code session transcript (one JSON object per line: type user|assistant|summary|system,
+    message {role, content}, uuid, timestamp, isSidechain, sessionId, cwd) as trace events."""
+    p = Path(path)
+    lines = []
+    for n, raw in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
+        try:
+            rec = json.loads(raw)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(rec, dict):
+            lines.append(rec)
+    if not any(r.get("type") in ("user", "assistant") for r in lines):
+        raise ValueError(f"{p}: no user or assistant lines: not a Claude Code session transcript")
+    first = next(r for r in lines if r.get("type") in ("user", "assistant"))
+    model = next((r["message"].get("model") for r in lines if r.get("type") == "assistant"
+                  and isinstance(r.get("message"), dict) and r["message"].get("model")), None)
+    events: list[dict] = []
+
+    def add(type_, t, **f):
+        events.append({"id": f"ev-{len(events)}", "seq": len(events), "type": type_, "t": t,
+                       "utc": utc(t) if t is not None else None, **f})
+    t0 = _epoch(first.get("timestamp"))
+    add("start", t0, source_format="claude_code", imported_from=p.name, session_id=first.get("sessionId"),
+        cwd=first.get("cwd"), model=model, version=first.get("version"), label=label,
+        arm="human", config={})
+    names: dict[str, str] = {}
+    seen_usage: set = set()
+    for r in lines:
+        kind, msg = r.get("type"), r.get("message")
+        if kind not in ("user", "assistant") or not isinstance(msg, dict):
+            continue
+        t, side = _epoch(r.get("timestamp")), bool(r.get("isSidechain"))
+        content = msg.get("content")
+        if kind == "assistant":
+            blocks = []
+            for b in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
+                if b.get("type") == "text":
+                    blocks.append({"type": "text", "text": b.get("text", "")})
+                elif b.get("type") == "tool_use":
+                    names[b.get("id")] = b.get("name", "")
+                    blocks.append({"type": "tool_use", "id": b.get("id"), "name": b.get("name", ""),
+                                   "input": b.get("input") or {}})
+            if blocks:
+                add("message", t, role="assistant", author="agent", content=blocks, sidechain=side)
+            u, mid = msg.get("usage"), msg.get("id") or r.get("uuid")
+            if isinstance(u, dict) and mid not in seen_usage:
+                seen_usage.add(mid)
+                add("usage", t, sidechain=side, **{k: u.get(k, 0) or 0 for k in (
+                    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")})
+            continue
+        if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
+            for b in content:
+                if isinstance(b, dict) and b.get("type") == "tool_result":
+                    add("tool_result", t, tool_use_id=b.get("tool_use_id"), name=names.get(b.get("tool_use_id"), ""),
+                        output=_result_text(b.get("content")), is_error=bool(b.get("is_error")), sidechain=side)
+            continue
+        text = _result_text(content)
+        if not text.strip():
+            continue
+        author = "agent" if side else ("harness" if r.get("isMeta") or _META_USER.match(text) else "human")
+        add("message", t, role="user", author=author, content=[{"type": "text", "text": text}], sidechain=side)
+    return events
+
+
+# ---- CLI -------------------------------------------------------------------------------------
+def register(sub) -> None:
+    p = sub.add_parser("trace", help="campaign traces: import Claude Code sessions, print analytics")
+    s = p.add_subparsers(dest="trace_cmd", metavar="CMD")
+    i = s.add_parser("import-claude-code", help="convert a Claude Code session transcript (JSONL)")
+    i.add_argument("session", help="the session's .jsonl (~/.claude/projects/<project>/<session>.jsonl)")
+    i.add_argument("--out", help="where to write (default data/traces/<session name>.jsonl)")
+    i.add_argument("--label", default="", help="a note kept on the start event")
+    i.set_defaults(func=_cmd_import)
+    st = s.add_parser("stats", help="the analytics tables of one or more traces")
+    st.add_argument("traces", nargs="+", help="trace files or campaign directories")
+    st.set_defaults(func=_cmd_stats)
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _cmd_import(args) -> int:
+    out = Path(args.out) if args.out else Path(__file__).resolve().parent.parent / "data" / "traces" / \
+        (Path(args.session).stem + ".jsonl")
+    try:
+        events = import_session(args.session, label=args.label)
+        write_all(out, events)
+    except FileExistsError:
+        print(f"kernelseek trace: {out} exists; choose another --out")
+        return 2
+    except (OSError, ValueError) as e:
+        print(f"kernelseek trace: {e}")
+        return 2
+    print(f"{len(events)} events -> {out}")
+    return 0
+
+
+def _cmd_stats(args) -> int:
+    from . import analytics
+    try:
+        print(analytics.report([read(t) for t in args.traces], names=args.traces))
+    except (OSError, ValueError) as e:
+        print(f"kernelseek trace: {e}")
+        return 2
+    return 0

@@ -1,0 +1,30 @@
+"""notebooks/campaign.ipynb under papermill: a whole campaign against the fake Messages API."""
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "fakeapi"))
+from fakeapi import FakeAPI, load_script  # noqa: E402
+from harness import KEY, config, events  # noqa: E402
+
+pytest.importorskip("papermill")
+from kernelseek import campaign  # noqa: E402
+
+
+def test_campaign_notebook_records_a_campaign(tmp_path, monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    with FakeAPI(load_script("reach_goal"), key=KEY, by_turn=True) as api:
+        root = campaign.run(config(api.base_url, arm="bank"), tmp_path / "campaigns", "nb-bank-r0")
+    nb = json.loads((root / "notebooks" / "campaign.ipynb").read_text())
+    out = "".join(o.get("text", "") if isinstance(o.get("text"), str) else "".join(o.get("text", []))
+                  for c in nb["cells"] if c["cell_type"] == "code" for o in c.get("outputs", []))
+    assert "nb-bank-r0: goal met (goal met); 3 evaluations, best geomean 1.155x; steps 7, $1.40" in out
+    params = next(c for c in nb["cells"] if "injected-parameters" in c["metadata"].get("tags", []))
+    assert "arm = \"bank\"" in "".join(params["source"]) and "budget_steps = 30" in "".join(params["source"])
+    row = campaign.outcome(root)
+    assert row["met"] and row["arm"] == "bank" and row["evaluations"] == 3 and row["questions"] >= 1
+    assert events(root, "start")[0]["config"]["arm"] == "bank"
+    assert KEY not in (root / "trace.jsonl").read_text()
+    assert KEY not in (root / "notebooks" / "campaign.ipynb").read_text()

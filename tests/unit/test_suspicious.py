@@ -1,0 +1,279 @@
+"""The suspicious flag and exit codes of kernelseek.evaluate, and a whole evaluation that survives a
+misbehaving worker, all without a GPU.
+
+make_row is fed replies shaped like the worker's (status, time_ms, baselines {name: {status,
+time_ms, version}}): a row is suspicious when its speedup is above SUSPICIOUS_SPEEDUP or its rate
+is above a measured ceiling (TFLOP/s for its dtype, GB/s), and never for honest numbers. Then
+evaluate() runs on a small grid through tests/fixtures/worker/standin_worker.py, which crashes,
+hangs, answers garbage, prints noise or fails a check by scenario name: every row must say what
+happened and the run must finish with its results file. A cuBLAS kernel is refused before any
+worker starts.
+"""
+from __future__ import annotations
+
+import json
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+
+from kernelseek import evaluate as E
+from kernelseek import results as R
+from kernelseek.scenarios import Scenario
+
+REPO = Path(__file__).resolve().parents[2]
+STANDIN = [sys.executable, str(REPO / "tests" / "fixtures" / "worker" / "standin_worker.py")]
+NAIVE = REPO / "kernels" / "naive_fwd.cu"
+BLAS = REPO / "tests" / "adversarial" / "blas_direct.cu"
+S_MAX = E.SUSPICIOUS_SPEEDUP
+
+DENSE = Scenario(name="dense_1k", heads_q=8, heads_kv=8, head_dim=128, batch=2, seqlen_q=1024, seqlen_k=1024)
+DECODE = Scenario(name="decode_8k", heads_q=8, heads_kv=1, head_dim=128, batch=4, seqlen_q=1, seqlen_k=8192)
+
+
+def reply(time_ms, baselines=None, status="passed", reason="", **kw):
+    """A worker reply: the candidate's fields and {baseline: {status, time_ms, version}}."""
+    if baselines is None:
+        baselines = {}
+    elif not isinstance(baselines, dict):
+        baselines = {"cudnn": {"status": "passed", "time_ms": baselines, "version": "torch 2.x, cuDNN 9"}}
+    return {"status": status, "reason": reason, "max_err": 1e-3, "ref_err": 1e-3, "err_bound": 3e-3,
+            "err_ratio": 0.3, "time_ms": time_ms, "time_p10_ms": time_ms, "time_p90_ms": time_ms,
+            "kernel_ms": time_ms, "host_ms": 0.005, "baselines": baselines, **kw}
+
+
+def ms_for_tflops(s: Scenario, tflops: float) -> float:
+    return s.flops() / (tflops * 1e12) * 1e3
+
+
+def ms_for_gbps(s: Scenario, gbps: float) -> float:
+    return s.min_bytes() / (gbps * 1e9) * 1e3
+
+
+# ---- the speedup threshold ---------------------------------------------------------------------------
+@pytest.mark.parametrize("speedup", [0.3, 0.9, 1.0, 1.1, 1.5, S_MAX])
+def test_honest_speedups_are_not_suspicious(speedup):
+    row = E.make_row(DENSE, "g", reply(1.0, baselines=speedup * 1.0))
+    assert row.status == "passed" and row.baseline == "cudnn"
+    assert row.speedup == pytest.approx(speedup)
+    assert not row.suspicious and row.suspicious_reason == ""
+
+
+@pytest.mark.parametrize("speedup", [S_MAX * 1.01, 2 * S_MAX, 1000.0])
+def test_speedup_above_the_threshold_is_suspicious(speedup):
+    row = E.make_row(DENSE, "g", reply(1.0, baselines=speedup))
+    assert row.suspicious
+    assert f"speedup {speedup:.2f}x above {S_MAX}x" in row.suspicious_reason
+
+
+def test_speedup_is_against_the_fastest_real_baseline_not_a_stand_in():
+    bl = {"cudnn": {"status": "passed", "time_ms": 1.2, "version": "a"},
+          "fa2": {"status": "passed", "time_ms": 1.1, "version": "b"},
+          "flex": {"status": "failed", "time_ms": 0.1, "reason": "max error", "version": "c"},  # wrong: no bar
+          "cudnn-dense-standin": {"status": "passed", "time_ms": 0.01, "version": "d"}}         # not the same work
+    row = E.make_row(DENSE, "g", reply(1.0, bl))
+    assert row.baseline == "fa2" and row.speedup == pytest.approx(1.1)
+    assert row.stand_in["name"] == "cudnn-dense-standin"
+    assert not row.suspicious
+
+
+def test_no_usable_baseline_gives_no_speedup_and_no_flag():
+    bl = {"cudnn": {"status": "error", "reason": "cuDNN refused GQA", "version": "a"}}
+    row = E.make_row(DENSE, "g", reply(0.001, bl, baselines_skipped=["fa2: no sliding window support"]))
+    assert row.speedup is None and row.baseline is None and row.baseline_status == "n/a"
+    assert "cuDNN refused GQA" in row.baseline_reason
+    assert not row.suspicious
+
+
+# ---- the measured ceilings ---------------------------------------------------------------------------
+def test_tflops_above_the_ceiling_is_suspicious_even_at_a_modest_speedup():
+    ceil = {"bf16_tflops": 600.0, "read_gbps": 4000.0}
+    t = ms_for_tflops(DENSE, 700.0)
+    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.2), ceil)
+    assert row.speedup == pytest.approx(1.2) and row.tflops == pytest.approx(700.0)
+    assert row.suspicious and "above the measured bf16_tflops ceiling 600" in row.suspicious_reason
+    assert "speedup" not in row.suspicious_reason
+
+
+@pytest.mark.parametrize("frac", [0.2, 0.6, 0.99])
+def test_tflops_under_the_ceiling_is_not_suspicious(frac):
+    ceil = {"bf16_tflops": 600.0, "read_gbps": 4000.0}
+    t = ms_for_tflops(DENSE, 600.0 * frac)
+    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.1), ceil)
+    assert row.tflops == pytest.approx(600.0 * frac)
+    assert row.gbps < 4000.0
+    assert not row.suspicious, row.suspicious_reason
+
+
+def test_the_ceiling_of_the_scenarios_dtype_is_used():
+    fp16 = Scenario(name="fp16", heads_q=8, heads_kv=8, head_dim=128, batch=2, seqlen_q=1024, seqlen_k=1024,
+                    dtype="fp16")
+    fp8 = Scenario(name="fp8", heads_q=8, heads_kv=8, head_dim=128, batch=2, seqlen_q=1024, seqlen_k=1024,
+                   dtype="fp8")
+    t = ms_for_tflops(fp16, 700.0)
+    # 700 TFLOP/s is above the bf16 ceiling but under the fp16 one: fp16 rows compare with fp16
+    assert not E.make_row(fp16, "g", reply(t, baselines=t), {"bf16_tflops": 600.0, "fp16_tflops": 800.0}).suspicious
+    assert E.make_row(fp16, "g", reply(t, baselines=t), {"bf16_tflops": 900.0, "fp16_tflops": 650.0}).suspicious
+    t8 = ms_for_tflops(fp8, 1000.0)
+    assert not E.make_row(fp8, "g", reply(t8, baselines=t8), {"bf16_tflops": 600.0, "fp8_tflops": 1500.0}).suspicious
+    r = E.make_row(fp8, "g", reply(t8, baselines=t8), {"bf16_tflops": 2000.0, "fp8_tflops": 900.0})
+    assert r.suspicious and "fp8_tflops" in r.suspicious_reason
+
+
+def test_bandwidth_above_the_ceiling_is_suspicious():
+    ceil = {"bf16_tflops": 1e6, "read_gbps": 4000.0, "copy_gbps": 3000.0}
+    t = ms_for_gbps(DECODE, 4000.0 * 1.05)
+    row = E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), ceil)
+    assert row.gbps == pytest.approx(4200.0)
+    assert row.suspicious and "GB/s above the measured bandwidth ceiling 4000" in row.suspicious_reason
+
+
+@pytest.mark.parametrize("frac", [0.5, 0.9, 1.01])
+def test_bandwidth_near_the_ceiling_is_not_suspicious(frac):
+    ceil = {"bf16_tflops": 1e6, "read_gbps": 4000.0}
+    t = ms_for_gbps(DECODE, 4000.0 * frac)          # within the 2% measurement margin
+    assert not E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), ceil).suspicious
+
+
+def test_copy_bandwidth_is_the_fallback_ceiling():
+    t = ms_for_gbps(DECODE, 3500.0)
+    assert E.make_row(DECODE, "g", reply(t, baselines=t), {"copy_gbps": 3000.0}).suspicious
+    assert not E.make_row(DECODE, "g", reply(t, baselines=t), {"copy_gbps": 4000.0}).suspicious
+
+
+def test_a_failed_row_has_no_rates_and_is_never_flagged():
+    # a kernel that skipped its work is fast AND wrong: the failure is the verdict, not the speed
+    row = E.make_row(DENSE, "g", reply(1e-4, baselines=1.0, status="failed", reason="max error 2 > bound"),
+                     {"bf16_tflops": 600.0, "read_gbps": 4000.0})
+    assert row.status == "failed" and row.reason == "max error 2 > bound"
+    assert row.speedup is None and row.tflops is None and row.gbps is None
+    assert not row.suspicious
+    assert row.baseline == "cudnn"                 # the baseline is still reported
+
+
+def test_a_reply_without_status_is_an_error_row():
+    row = E.make_row(DENSE, "g", {"reason": "?"})
+    assert row.status == "error" and not row.suspicious
+
+
+# ---- exit codes ---------------------------------------------------------------------------------------
+def _r(status, speedup=1.0, time_ms=1.0):
+    return R.Row(scenario=f"s_{status}", status=status, speedup=speedup if status == "passed" else None,
+                 time_ms=time_ms)
+
+
+@pytest.mark.parametrize("statuses, code", [
+    (["passed", "passed"], 0),
+    (["passed", "failed"], 1),
+    (["passed", "error"], 4),
+    (["passed", "timeout"], 4),
+    (["failed", "error", "timeout"], 1),           # a wrong answer outranks a crash
+    (["refused", "failed", "passed"], 3),
+    (["refused"], 3),
+])
+def test_exit_code_on_mixed_statuses(statuses, code):
+    assert E.exit_code([_r(s) for s in statuses]) == code
+
+
+def test_exit_code_for_rows_without_a_baseline():
+    assert E.exit_code([_r("passed"), _r("passed", speedup=None)]) == 5       # timed, no baseline: n/a
+    assert E.exit_code([_r("passed", None, None), _r("passed", None, None)]) == 0   # check only
+
+
+# ---- a whole evaluation through the stand-in worker ------------------------------------------------
+GRID = textwrap.dedent("""\
+    grid: standin
+    defaults: {dtype: bf16, batch: 1, seqlen_q: 128, seqlen_k: 128, heads_q: 4, heads_kv: 2, head_dim: 64}
+    scenarios:
+    - {name: ok_first}
+    - {name: crash_in_kernel}
+    - {name: ok_after_crash}
+    - {name: hang_forever}
+    - {name: garbage_reply}
+    - {name: noisy_printf}
+    - {name: fail_check}
+    - {name: ok_last, seqlen_q: 113, seqlen_k: 203}
+""")
+EXPECTED = {  # scenario -> (status, substring of the reason)
+    "ok_first": ("passed", ""),
+    "crash_in_kernel": ("error", "worker crashed (exit 3)"),
+    "ok_after_crash": ("passed", ""),
+    "hang_forever": ("timeout", "no reply within"),
+    "garbage_reply": ("error", "malformed reply"),
+    "noisy_printf": ("passed", ""),
+    "fail_check": ("failed", "bound"),
+    "ok_last": ("passed", ""),
+}
+
+
+@pytest.fixture(scope="module")
+def shared_cache(tmp_path_factory) -> Path:
+    return tmp_path_factory.getbasetemp() / "kseek-build-cache"   # naive_fwd built once per session
+
+
+@pytest.fixture
+def grid(tmp_path) -> str:
+    p = tmp_path / "standin.yaml"
+    p.write_text(GRID)
+    return str(p)
+
+
+def test_evaluate_survives_every_misbehaving_scenario(grid, tmp_path, shared_cache, monkeypatch):
+    monkeypatch.setenv("KSEEK_CACHE_DIR", str(shared_cache))
+    t0 = time.monotonic()
+    run, rows, meta = E.evaluate(str(NAIVE), grid, baseline="cudnn", timeout_s=2.0, budget_s=0.1,
+                                 runs_dir=str(tmp_path / "runs"), progress=False, worker_cmd=STANDIN,
+                                 command="test_suspicious")
+    assert time.monotonic() - t0 < 120
+    assert [r.scenario for r in rows] == list(EXPECTED)            # every row present, in grid order
+    for r in rows:
+        status, why = EXPECTED[r.scenario]
+        assert r.status == status, (r.scenario, r.status, r.reason)
+        assert why in r.reason, (r.scenario, r.reason)
+        assert not r.suspicious
+        if status == "passed":
+            assert r.speedup == pytest.approx(0.5) and r.baseline == "cudnn" and r.tflops > 0
+        else:
+            assert r.speedup is None
+    assert meta["worker_restarts"] == 3                          # after the crash, the hang, the garbage
+    assert meta["env"]["gpu"] == "StandIn GPU"
+    assert E.exit_code(rows) == 1                                # a failed check outranks the errors
+    # the record on disk: results.json loadable, meta.json, the build log, the worker's stderr
+    loaded, lmeta = R.load(run)
+    assert [(r.scenario, r.status, r.reason) for r in loaded] == [(r.scenario, r.status, r.reason) for r in rows]
+    assert lmeta["kernel"] == str(NAIVE) and lmeta["worker_restarts"] == 3
+    doc = json.loads((run / "results.json").read_text())
+    assert doc["summary"]["scenarios"] == 8 and doc["summary"]["passed"] == 4
+    assert doc["summary"]["failed"] == 1 and doc["summary"]["errors"] == 3
+    assert json.loads((run / "meta.json").read_text())["build"]["ok"] is True
+    assert "kernel printf noise" in (run / "worker.log").read_text()
+
+
+@pytest.mark.parametrize("scenarios, code", [("ok_first,ok_last", 0), ("ok_first,crash_in_kernel", 4),
+                                             ("garbage_reply,noisy_printf", 4)])
+def test_evaluate_exit_code_without_failed_checks(grid, tmp_path, shared_cache, monkeypatch, scenarios, code):
+    monkeypatch.setenv("KSEEK_CACHE_DIR", str(shared_cache))
+    _, rows, _ = E.evaluate(str(NAIVE), grid, baseline="cudnn", scenarios=scenarios, timeout_s=2.0,
+                            runs_dir=str(tmp_path / "runs"), progress=False, worker_cmd=STANDIN)
+    assert len(rows) == 2 and E.exit_code(rows) == code
+
+
+def test_a_refused_kernel_never_reaches_a_worker(grid, tmp_path, shared_cache, monkeypatch):
+    monkeypatch.setenv("KSEEK_CACHE_DIR", str(shared_cache))
+    # a worker that would fail loudly: if evaluate started one, rows would be errors, not refused
+    never = [sys.executable, "-c", "import sys; sys.exit(7)"]
+    run, rows, meta = E.evaluate(str(BLAS), grid, baseline="cudnn", timeout_s=2.0,
+                                 runs_dir=str(tmp_path / "runs"), progress=False, worker_cmd=never)
+    assert len(rows) == len(EXPECTED)
+    for r in rows:
+        assert r.status == "refused"
+        assert r.reason.startswith("constraint check refused the kernel: ")
+        assert "symbol cublasCreate_v2 imported (undefined)" in r.reason and "cuBLAS" in r.reason
+        assert r.time_ms is None and not r.suspicious
+    assert E.exit_code(rows) == 3
+    assert any("cublasCreate_v2" in c for c in meta["constraints"])
+    assert not (run / "worker.log").exists()
+    loaded, _ = R.load(run)
+    assert {r.status for r in loaded} == {"refused"}
