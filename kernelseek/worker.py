@@ -287,18 +287,16 @@ def _scenario(req: dict) -> dict:
         rlp = attention_ref(s, sets[0], "lowp")
         c = check_output(s, o0, lse0, r32, rlp)
         if not c.passed:
-            out.update(status="failed", reason="after timing, with the inputs changed in place (same pointers), "
-                                                f"the output is wrong (stale or skipped work?): {c.reason}")
+            _fail(out, "after timing, with the inputs changed in place (same pointers), "
+                       f"the output is wrong (stale or skipped work?): {c.reason}")
         t = res.get("candidate")
         if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
-            out.update(status="failed", reason=f"work escapes the timed stream: per call {t.sync_ms:.4f} ms "
-                                                f"until the whole device is idle, but {t.time_ms:.4f} ms on the "
-                                                f"stream's events")
+            _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
+                       f"is idle, but {t.time_ms:.4f} ms on the stream's events")
         elif t and t.kernel_ms is None:
-            out.update(status="failed", reason="the profiler saw no kernel time for the candidate: its work "
-                                                "cannot be accounted for")
+            _fail(out, "the profiler saw no kernel time for the candidate: its work cannot be accounted for")
         elif t and t.kernel_ms > 1.25 * t.time_ms + 0.005:
-            out.update(status="failed", reason=f"work escapes the timed stream: the kernels' device time "
+            _fail(out, f"work escapes the timed stream: the kernels' device time "
                                                 f"{t.kernel_ms:.4f} ms per call exceeds the per-call time "
                                                 f"{t.time_ms:.4f} ms measured on the stream")
         mark("last_call_check")
@@ -308,6 +306,12 @@ def _scenario(req: dict) -> dict:
         else:
             out["baselines"][name].update(t.as_dict())
     return out
+
+
+def _fail(out: dict, reason: str) -> None:
+    """Mark the candidate failed, keeping every reason found (the first is the most specific)."""
+    out["reason"] = f"{out['reason']}; {reason}" if out.get("status") == "failed" and out.get("reason") else reason
+    out["status"] = "failed"
 
 
 def _workspace(lib, abi, s, inp, o, lse):
