@@ -337,8 +337,9 @@ def values(rows=None, *, bounds=None, meta=None, noise=None, extra=None) -> tupl
         v["bound_fraction"] = f"{100 * fracs[k]:.0f}% of its bound on {k}"
     if meta.get("baseline") and "baseline" not in v:
         v["baseline"] = str(meta["baseline"])
-    if meta.get("gpu"):
-        v["gpu"] = str(meta["gpu"])
+    gpu = meta.get("gpu") or (meta.get("env") or {}).get("gpu")   # evaluate records it under env
+    if gpu:
+        v["gpu"] = str(gpu)
     if noise is not None:
         v["noise"] = f"{100 * noise:.1f}%"
     v.update({k: str(x) for k, x in (extra or {}).items()})
@@ -385,7 +386,7 @@ def select(moment: str, rows=None, *, bounds=None, meta=None, entries=None, aske
         raise ValueError(f"unknown moment {moment!r}; one of {', '.join(MOMENTS)}")
     entries = load() if entries is None else entries
     if arch is None and meta:
-        arch = arch_of(meta.get("gpu"))
+        arch = arch_of(meta.get("gpu") or (meta.get("env") or {}).get("gpu"))
     pool = [e for e in entries if moment in e.moments and e.usable(reference, arch)]
     asked = list(asked)
     fresh = [e for e in pool if e.id not in asked]

@@ -72,6 +72,8 @@ def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, 
 
 def _run_one(cfg_dict: dict, campaigns_dir: str, campaign_id: str, gpus: list | None, kernel_name: str) -> dict:
     """One matrix cell, on a Dask worker: the worker's GPU, the notebook, the outcome row."""
+    import asyncio
+    asyncio.set_event_loop(asyncio.new_event_loop())      # threaded workers must not share a loop
     gpu = None
     if gpus:
         from distributed import get_worker

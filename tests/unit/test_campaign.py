@@ -29,7 +29,7 @@ def cli(*argv):
 def test_matrix_runs_arms_by_replicates_on_dask(tmp_path):
     with FakeAPI(load_script("reach_goal"), key=KEY, by_turn=True) as api:
         df = campaign.matrix(config(api.base_url), arms=["bare", "bank"], replicates=1,
-                             campaigns_dir=tmp_path, workers=2, gpus=["0", "1"], processes=False)
+                             campaigns_dir=tmp_path, workers=2, gpus=["0", "1"], processes=True)
     assert sorted(df["arm"]) == ["bank", "bare"] and df["error"].isna().all()
     assert df["met"].all() and (df["evaluations"] == 3).all() and (df["steps"] == 7).all()
     assert sorted(df["gpu"]) == ["0", "1"] or set(df["gpu"]) <= {"0", "1"}

@@ -142,3 +142,22 @@ def test_cli_triage(tmp_path, rows, capsys):
     assert "deficit" in out and "status: 2" in out and "better: 1" in out
     assert png.stat().st_size > 1000
     assert main(["triage", str(tmp_path / "missing")]) == 2
+
+
+def test_triage_on_a_real_h200_bench26_run():
+    """The committed H200 run (data/runs/): shares of the below-parity rows sum to the deficit,
+    and exp(surplus - deficit) is the run's geometric mean."""
+    import math
+    from kernelseek import results as R
+    from kernelseek.mainjob import committed_runs
+    from kernelseek.triage import deficit_summary, group_table, row_table
+    rows, meta = R.load(committed_runs(grid="bench26")[-1])
+    assert meta["env"]["gpu"] == "NVIDIA H200"
+    summ = deficit_summary(rows)
+    table = row_table(rows)
+    shares = table["share"].dropna()
+    assert shares.sum() == pytest.approx(summ["deficit"], rel=1e-9)
+    assert math.exp(summ["surplus"] - summ["deficit"]) == pytest.approx(R.summarize(rows)["geomean_speedup"], rel=1e-9)
+    g = group_table(rows)
+    by_kind = g[g["feature"] == "kind"]
+    assert by_kind["deficit"].sum() == pytest.approx(summ["deficit"], rel=1e-9)
