@@ -2,8 +2,16 @@
 # One script for the H200 (through the device tool): build, check and time in few calls.
 #   bash tools/h200.sh PHASE...   phases: env smoke check bench bench2 ceilings profile gputests
 # Run directories go to runs/ and are packed into $OUT/runs-<phase>.tgz; a short table prints last.
+# The GPU image lacks pyelftools (the constraint check): carry its wheel in .whl/ (git-ignored):
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl pyelftools==0.33
+# FA4 travels in three calls: ../shared/tools/fa4/README.md; then add $(cat /root/fa4/pythonpath).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -f /root/fa4/pythonpath ] && export PYTHONPATH=$PYTHONPATH:$(cat /root/fa4/pythonpath)
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -18,7 +26,7 @@ for phase in "$@"; do
     check) for g in optest hopper; do ks eval "$K" --grid $g --check-only --no-progress --runs-dir runs/check | tail -3; done ;;
     bench) ks eval "$K" --grid bench26 --baseline best --no-progress --runs-dir runs/bench ;;
     ceilings) ks ceilings ;;
-    gputests) python3 -m pytest -q -m gpu tests/gpu -x -p no:cacheprovider 2>&1 | tail -15 ;;
+    gputests) KSEEK_ADVERSARIAL_OUT=$OUT/adversarial_h200.json python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider 2>&1 | tail -15 ;;
     *) echo "unknown phase $phase" ;;
   esac
 done
