@@ -1,3 +1,4 @@
+#include <cstdlib>
 // probe_wgmma.cu: tests the Hopper building blocks of fa3_hopper.cu one at a time on the GPU
 // against CPU references, then the whole kernel, and prints PASS/FAIL per block.
 //
@@ -21,7 +22,7 @@
 // A test that deadlocks traps after ~2^31 mbarrier polls (FA3_DEBUG_HANG): the CUDA context is
 // then lost and the remaining tests are skipped.
 #define FA3_DEBUG_HANG 1
-#include "fa3_hopper.cu"
+#include "../fa3_hopper.cu"
 
 #include <stdio.h>
 #include <string.h>
@@ -164,7 +165,10 @@ static void test_b(std::mt19937& rng) {
   const uint64_t kd = fa3::desc_mnmajor(0, 128, 0);
   const uint32_t lbo0 = (uint32_t)((kd >> 16) & 0x3FFF) << 4, sbo0 = (uint32_t)((kd >> 32) & 0x3FFF) << 4;
   const uint32_t variants[2][2] = {{lbo0, sbo0}, {sbo0, lbo0}};
-  for (int v = 0; v < 2; ++v) {
+  // The swapped encoding was seen on the H200 (2026-11-30) to fault (illegal address) and lose the
+  // context, so it only runs when asked: PROBE_TRY_SWAPPED=1.
+  const int nvar = getenv("PROBE_TRY_SWAPPED") ? 2 : 1;
+  for (int v = 0; v < nvar; ++v) {
     CK(cudaMemset(dO, 0xff, 64 * DV * 4));
     k_rs<DV><<<1, 128, smem>>>(dP, dV, dO, variants[v][0], variants[v][1]);
     CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
