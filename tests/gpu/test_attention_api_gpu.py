@@ -1,0 +1,42 @@
+"""kernelseek.attention on the GPU against the reference, through the same check as the harness."""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run through the device tool)")]
+
+from kernelseek import attention as A  # noqa: E402
+from kernelseek.check import check_output  # noqa: E402
+from kernelseek.inputs import make_inputs  # noqa: E402
+from kernelseek.reference import attention_ref  # noqa: E402
+from kernelseek.scenarios import Scenario  # noqa: E402
+
+CASES = [
+    dict(batch=2, seqlen_q=300, seqlen_k=513, heads_q=4, heads_kv=2, head_dim=128, causal=True),          # fast path
+    dict(batch=1, seqlen_q=256, seqlen_k=256, heads_q=2, heads_kv=2, head_dim=64, dtype="fp16"),          # fast path
+    dict(batch=2, seqlen_q=77, seqlen_k=200, heads_q=4, heads_kv=1, head_dim=96, causal=True, window=(32, 0),
+         softcap=30.0, sinks=True),
+    dict(seqlens_q=(5, 1, 40), seqlens_k=(60, 9, 40), heads_q=4, heads_kv=2, head_dim=128, causal=True),   # varlen
+    dict(batch=3, seqlen_q=1, seqlen_k=200, heads_q=8, heads_kv=2, head_dim=128, page_size=16,
+         cache_seqlens=(200, 37, 5), leftpad=(3, 0, 1), kind="decode"),                                  # paged
+    dict(batch=1, seqlen_q=64, seqlen_k=64, heads_q=4, heads_kv=2, head_dim=128, dtype="fp8", causal=True),
+]
+
+
+@pytest.mark.parametrize("kw", CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items())[:60])
+def test_api_matches_reference(kw):
+    s = Scenario(name="api", **kw)
+    inp = make_inputs(s, seed=11, device="cuda", gen_device="cuda")
+    common = dict(softmax_scale=s.softmax_scale, causal=s.causal, window_size=s.window, softcap=s.softcap,
+                  s_aux=inp.sinks, q_descale=inp.q_descale, k_descale=inp.k_descale, v_descale=inp.v_descale)
+    if s.varlen:
+        o, lse = A.flash_attn_varlen_func(inp.q, inp.k, inp.v, inp.cu_seqlens_q, inp.cu_seqlens_k, max(s.seqlens_q),
+                                          max(s.seqlens_k), return_attn_probs=True, **common)
+    elif s.paged or s.cache_seqlens is not None:
+        o, lse = A.flash_attn_with_kvcache(inp.q, inp.k, inp.v, cache_seqlens=inp.seqused_k, page_table=inp.page_table,
+                                           cache_leftpad=inp.leftpad_k, return_softmax_lse=True, **common)
+    else:
+        o, lse = A.flash_attn_func(inp.q, inp.k, inp.v, return_attn_probs=True, **common)
+    torch.cuda.synchronize()
+    c = check_output(s, o, lse, attention_ref(s, inp, "fp32"), attention_ref(s, inp, "lowp"))
+    assert c.passed, c.reason
