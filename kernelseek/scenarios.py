@@ -306,17 +306,9 @@ def _expand_generate(gen: dict, where: str) -> list[dict]:
     for i, combo in enumerate(itertools.product(*(axes[k] for k in keys))):
         d = dict(base)
         labels = {}
-        for k, v in zip(keys, combo):
-            if isinstance(v, dict):
-                v = dict(v)
-                labels[k] = v.pop("label", k)
-                d.update(v)
-            else:
-                labels[k] = v
-                d[k] = v
-        for k, vals in rotate.items():
-            v = vals[i % len(vals)]
-            if isinstance(v, dict):
+        picks = list(zip(keys, combo)) + [(k, vals[i % len(vals)]) for k, vals in rotate.items()]
+        for k, v in picks:
+            if isinstance(v, dict):          # a mapping sets several fields; its label names it
                 v = dict(v)
                 labels[k] = v.pop("label", k)
                 d.update(v)
