@@ -82,15 +82,10 @@ class Sdpa(Baseline):
         return v
 
     def supports(self, s):
-        ok, why = _common_limits(s, causal_unequal=False)
-        if not ok:
-            return ok, why
-        if s.heads_q != s.heads_kv and self.backend == "cudnn":
-            return True, ""                        # enable_gqa; an error is reported if unsupported
-        return True, ""
+        # GQA goes through enable_gqa; a backend that refuses it reports an error for that row
+        return _common_limits(s, causal_unequal=False)
 
     def bind(self, s, inp):
-        import torch
         from torch.nn.attention import SDPBackend, sdpa_kernel
         import torch.nn.functional as F
         backend = SDPBackend.CUDNN_ATTENTION if self.backend == "cudnn" else SDPBackend.FLASH_ATTENTION
@@ -188,7 +183,7 @@ class Flex(Baseline):
     def available(self):
         try:
             import torch
-            from torch.nn.attention import flex_attention  # noqa: F401
+            from torch.nn.attention import flex_attention  # noqa: F401  (availability check)
         except Exception as e:
             return False, f"FlexAttention not importable: {e}"
         if not torch.cuda.is_available():

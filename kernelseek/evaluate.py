@@ -10,7 +10,6 @@ rows, derives speedup and rates, flags suspicious results, and writes the run di
 from __future__ import annotations
 
 import json
-import math
 import os
 import shlex
 import socket

@@ -120,7 +120,6 @@ def save(run_dir: str | Path, rows: list[Row], meta: dict) -> Path:
     tmp.write_text(json.dumps(doc, indent=1, default=_jsonable))
     os.replace(tmp, run_dir / "results.json")
     try:
-        import pandas as pd
         to_frame(rows).to_parquet(run_dir / "results.parquet")
     except Exception:  # parquet is a convenience copy; results.json is the record
         pass
@@ -128,8 +127,7 @@ def save(run_dir: str | Path, rows: list[Row], meta: dict) -> Path:
 
 
 def _jsonable(x):
-    if isinstance(x, float) and not math.isfinite(x):
-        return str(x)
+    """numpy/torch scalars as numbers; anything else as its string (NaN floats are written as NaN)."""
     if hasattr(x, "item"):
         return x.item()
     return str(x)

@@ -197,7 +197,6 @@ def _scenario(req: dict) -> dict:
 
     # ---- candidate: poisoned outputs, one checked call ----
     lib = None
-    params_for = {}
     if req.get("kernel_so"):
         lib = abi.load(req["kernel_so"])
         o, lse = alloc_outputs(s, inp)
@@ -362,9 +361,7 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
 
 
 def _jsonable(x):
-    if isinstance(x, float):
-        return None
-    if hasattr(x, "item"):
+    if hasattr(x, "item"):                                # numpy / torch scalars
         return x.item()
     return str(x)
 
