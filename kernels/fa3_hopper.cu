@@ -1,21 +1,24 @@
 // fa3_hopper.cu: FlashAttention-3-style forward for Hopper (sm_90a), implementing kernels/kseek.h.
 //
-// STATUS: v1, written without GPU access -- UNTESTED ON A GPU. Run kernels/wip/probe_wgmma.cu first
-// (see kernels/wip/README.md): it tests each building block used here, then this file end to end.
+// STATUS: v2, tested on the H200 (2026-11-30): kernels/probe/probe_fa3.cu ALL PASS (building blocks
+// and 37 end-to-end configurations), harness --check-only correct on smoke, optest and hopper.
+// Design, layouts and what changed from v1: kernels/probe/README.md; measurements: kernels/NOTES.md.
 //
 // Two paths in one file:
-//   * fast path (fa3::fwd_kernel): dense bf16/fp16 (out dtype = in dtype), D = Dv in {64, 128},
-//     causal (bottom-right) or not, MHA/GQA/MQA, any scale > 0, LSE. One CTA of 384 threads per
-//     (128-row Q tile, query head, batch): warpgroup 0 = producer (one thread issues TMA bulk tensor
-//     copies of Q once and of K/V tiles of 128 keys into a 2-stage ring of 128B-swizzled shared
-//     memory, mbarrier expect_tx / complete_tx), warpgroups 1 and 2 = consumers (64 query rows each):
-//     S = Q K^T by wgmma (SS, both operands K-major from shared memory), online softmax in registers
-//     with exp2, P packed to bf16/fp16 in registers, O += P V by wgmma (RS: A = P from registers,
-//     B = V from shared memory, N-major / transposed), O and LSE stored from registers.
-//     setmaxnreg gives the producer 24 registers and the consumers 240.
-//   * fallback (naive::, copied from kernels/naive_fwd.cu): every other combination of the ABI
-//     (varlen, paged, seqused_k, leftpad, windows, softcap, sinks, fp8, other head dims, odd strides
-//     or alignments, non-Hopper devices). Setting KSEEK_FA3_FORCE_FALLBACK=1 forces it (A/B checks).
+//   * fast path (fa3::fwd_kernel<T, D, DV, BN>): bf16/fp16 (out dtype = in dtype), no paged KV,
+//       head dims (D, Dv) in {(64,64), (96,96) [padded to 128], (128,128), (192,128), (192,192),
+//       (256,256)}; dense or varlen (cu_seqlens_q AND cu_seqlens_k; costs one stream sync, see
+//       varlen_totals); seqused_k and leftpad_k (per-sequence key range); causal and/or sliding
+//       window (bottom-right aligned), fully masked K/V tiles skipped; softcap (tanh.approx.f32);
+//       sinks; MHA/GQA/MQA; LSE.
+//     One CTA of 384 threads per (128-row Q tile, query head, sequence): warpgroup 0 = producer (one
+//     thread issues TMA bulk tensor copies of Q once and of K/V tiles of BN keys (128, or 64 for
+//     Dv >= 192) into a 2-stage ring of 128B-swizzled shared memory), warpgroups 1 and 2 = consumers
+//     (64 query rows each): S = Q K^T by wgmma SS, softcap / masks / online softmax in registers,
+//     O += P V by wgmma RS (V N-major), O and LSE stored from registers.
+//   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (paged, fp8, other head
+//     dims, odd strides/alignments, varlen under CUDA-graph capture, non-Hopper devices).
+//     KSEEK_FA3_FORCE_FALLBACK=1 forces it (A/B checks).
 #if __has_include("kseek.h")
 #include "kseek.h"
 #else
@@ -277,7 +280,7 @@ inline bool bad_dim(int d) { return d <= 0 || d > kMaxDim || d % 8 != 0; }
 namespace fa3 {
 
 constexpr int kBM = 128;            // query rows per CTA (two consumer warpgroups of 64 rows)
-constexpr int kBN = 128;            // keys per K/V tile
+// keys per K/V tile: a template parameter of fwd_kernel (BN = 128, or 64 when Dv >= 192)
 constexpr int kStages = 2;          // K/V ring depth
 constexpr int kThreads = 384;       // warpgroup 0 = producer, 1..2 = consumers
 constexpr int kConsumerWarps = 8;   // arrivals that free one K or V stage (lane 0 of each warp)
@@ -542,21 +545,74 @@ __device__ __forceinline__ float ex2(float x) {
   return y;
 }
 
+__device__ __forceinline__ float tanh_approx(float x) {
+  float y;
+  asm("tanh.approx.f32 %0, %1;" : "=f"(y) : "f"(x));
+  return y;
+}
+
+// 16 zero bytes to shared memory (generic proxy; the caller fences before wgmma reads them).
+__device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
+  asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
+}
+// Make this thread's generic-proxy shared-memory writes visible to the async proxy (wgmma, TMA).
+__device__ __forceinline__ void fence_proxy_async_smem() {
+  asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+}
+// Named barrier over `count` threads (ids 1, 2: one per consumer warpgroup; 0 is __syncthreads).
+__device__ __forceinline__ void named_bar_sync(int id, int count) {
+  asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
+
+// S (+)= Q K^T k-step for an S tile of BN keys (BN/2 floats per thread).
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n128<F16>(d, da, db, scale_d);
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n64<F16>(d, da, db, scale_d);
+}
+
+// O (+)= P V for one k-step (16 keys) over all DV output columns: N = 128 wgmmas over pairs of
+// 64-column V chunks, plus one N = 64 wgmma for an odd last chunk (DV = 64, 192). The 64-column
+// chunk c of O is o[32c .. 32c+31] in every thread (acc_col of element 32c+i is 64c + acc_col(i)),
+// so a sub-array of o is exactly the accumulator of an N-wide wgmma on those columns.
+// `vtile` = V stage address; its chunks are BN*128 bytes apart (the LBO of desc_mnmajor).
+template <bool F16, int DV, int BN>
+__device__ __forceinline__ void pv_step(float (&o)[DV / 2], const uint32_t (&pa)[4], uint32_t vtile,
+                                        int ks) {
+  constexpr int NC = DV / 64;
+#pragma unroll
+  for (int c = 0; c + 2 <= NC; c += 2)
+    wgmma_rs_tb<F16>(*reinterpret_cast<float(*)[64]>(&o[32 * c]), pa,
+                     desc_mnmajor(vtile + (uint32_t)(c * BN * 128), BN, ks), 1);
+  if constexpr (NC % 2 == 1)
+    wgmma_rs_tb<F16>(*reinterpret_cast<float(*)[32]>(&o[32 * (NC - 1)]), pa,
+                     desc_mnmajor(vtile + (uint32_t)((NC - 1) * BN * 128), BN, ks), 1);
+}
+
 // =================================================================================================
 // Part 3: the fast kernel
 // =================================================================================================
-template <int D>
+// D = padded q/k head dim (a multiple of 64; D = 96 runs as 128 with the TMA zero-filling columns
+// 96..127), DV = padded v head dim, BN = keys per K/V tile.
+template <int D, int DV, int BN>
 struct Smem {
   static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kKVBytes = kBN * D * 2;  // one stage of K, or of V
+  static constexpr int kKBytes = BN * D * 2;   // one stage of K
+  static constexpr int kVBytes = BN * DV * 2;  // one stage of V
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;
-  static constexpr int kV = kK + kStages * kKVBytes;
-  static constexpr int kBar = kV + kStages * kKVBytes;
+  static constexpr int kV = kK + kStages * kKBytes;
+  static constexpr int kBar = kV + kStages * kVBytes;
   // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
   static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
                        kBarVE = kBar + 56;
   static constexpr int kTotal = kBar + 128 + 1024;  // + slack to align the base to 1024 bytes
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
+                "every tile (and chunk) must start on a 1024-byte boundary (swizzle atoms)");
+  static_assert(kTotal <= 227 * 1024, "shared memory per block (sm_90: 227 KB opt-in)");
 };
 
 struct Args {
@@ -564,8 +620,20 @@ struct Args {
   float* lse;
   int64_t o_bs, o_rs, o_hs;
   int64_t lse_bs, lse_hs;
-  int sq, sk, group, causal;
-  float scale, scale_log2;
+  const int32_t* cu_q;     // varlen (both set) or both NULL
+  const int32_t* cu_k;
+  const int32_t* seqused;  // per-sequence key end, or NULL
+  const int32_t* leftpad;  // per-sequence first key, or NULL
+  const float* sinks;      // [Hq] or NULL
+  int sq, sk;              // dense: Sq, Sk; varlen: unused (per-sequence from cu_seqlens)
+  int group;               // Hq / Hkv
+  int wl, wr;              // window (causal folded into wr = 0); < 0 = unbounded; clamped < 2^29
+  int dv;                  // true Dv (columns of O stored; DV may be padded)
+  int vzero;               // 1: V rows past the sequence's key end may hold anything (zero them)
+  int softcap_on;
+  float scale_log2;        // multiplies the (possibly capped) score before exp2
+  float lse_mul;           // m_run * lse_mul = running max in natural-log units
+  float cap_in, cap_out;   // softcap: s = cap_out * tanh(s_raw * cap_in)
   int q_swap, k_swap, v_swap;  // 1: the map's dims are {D, H, S, B} instead of {D, S, H, B}
 };
 
@@ -576,12 +644,13 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, u
   else tma_load_4d(dst, map, bar, col, row, head, batch);
 }
 
-template <typename T, int D>
+template <typename T, int D, int DV, int BN>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ Args a) {
   constexpr bool F16 = std::is_same<T, __half>::value;
-  using L = Smem<D>;
+  constexpr int NS = BN / 2;  // S accumulator floats per thread
+  using L = Smem<D, DV, BN>;
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = base + L::kQ, sK = base + L::kK, sV = base + L::kV;
@@ -591,12 +660,33 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int h = blockIdx.y, b = blockIdx.z;
   const int hkv = h / a.group;
   const int m0 = m_block * kBM;
-  const int nk = (a.sk + kBN - 1) / kBN;
-  int n_max = nk;  // K/V tiles 0..n_max-1 are visited, last one first
-  if (a.causal) {
-    const int hi = m0 + kBM - 1 + a.sk - a.sq;  // last key visible to the tile's last row
-    n_max = hi < 0 ? 0 : min(nk, hi / kBN + 1);
+
+  // ---- this sequence: query rows, key range (same rules as naive::naive_fwd_kernel) ------------
+  int sq = a.sq, cap = a.sk, q_row0 = 0, k_row0 = 0;
+  if (a.cu_q) {
+    q_row0 = a.cu_q[b];
+    sq = a.cu_q[b + 1] - q_row0;
+    k_row0 = a.cu_k[b];
+    cap = a.cu_k[b + 1] - k_row0;
   }
+  if (m0 >= sq) return;  // varlen: this sequence is shorter (uniform over the CTA, before barriers)
+  const int kend = a.seqused ? a.seqused[b] : cap;
+  const int lp = a.leftpad ? a.leftpad[b] : 0;
+  const int sk = max(0, kend - lp);  // effective key length Sk_b; key j' is stored row lp + j'
+  const int diag = sk - sq;          // key position of query row 0 (bottom-right alignment)
+  const int row_last = min(m0 + kBM, sq) - 1;
+
+  // K/V tiles n_min..n_max-1 hold every key some row of this tile may see; visited last first.
+  int lo = 0, hi = sk - 1;
+  if (a.wl >= 0) lo = max(lo, m0 + diag - a.wl);
+  if (a.wr >= 0) hi = min(hi, row_last + diag + a.wr);
+  const int n_min = hi >= lo ? lo / BN : 0;
+  const int n_max = hi >= lo ? hi / BN + 1 : 0;
+  const int n_cnt = n_max - n_min;
+
+  const int q_coord = q_row0 + m0;     // TMA row coordinates (varlen: packed rows, batch 0)
+  const int k_coord = k_row0 + lp;
+  const int tb = a.cu_q ? 0 : b;
 
   if (threadIdx.x == 0) {
     mbar_init(bar_q, 1);
@@ -615,31 +705,31 @@ __global__ void __launch_bounds__(kThreads, 1)
   if (wg == 0) {
     // ------------------------------------------------------------------ producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0 && n_max > 0) {
+    if (threadIdx.x == 0 && n_cnt > 0) {
       prefetch_tmap(&tq);
       prefetch_tmap(&tk);
       prefetch_tmap(&tv);
       mbar_arrive_expect_tx(bar_q, L::kQBytes);
 #pragma unroll
       for (int c = 0; c < D / 64; ++c)
-        tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, m0, h, b, a.q_swap);
-      for (int it = 0; it < n_max; ++it) {
+        tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, q_coord, h, tb, a.q_swap);
+      for (int it = 0; it < n_cnt; ++it) {
         const int n_block = n_max - 1 - it;
         const int stage = it & 1;
         const uint32_t ph = (it >> 1) & 1;
         const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
         mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
-        mbar_arrive_expect_tx(kf, L::kKVBytes);
+        mbar_arrive_expect_tx(kf, L::kKBytes);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c)
-          tma_tile(sK + stage * L::kKVBytes + c * kBN * 128, &tk, kf, 64 * c, n_block * kBN, hkv, b,
-                   a.k_swap);
+          tma_tile(sK + stage * L::kKBytes + c * BN * 128, &tk, kf, 64 * c, k_coord + n_block * BN,
+                   hkv, tb, a.k_swap);
         mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
-        mbar_arrive_expect_tx(vf, L::kKVBytes);
+        mbar_arrive_expect_tx(vf, L::kVBytes);
 #pragma unroll
-        for (int c = 0; c < D / 64; ++c)
-          tma_tile(sV + stage * L::kKVBytes + c * kBN * 128, &tv, vf, 64 * c, n_block * kBN, hkv, b,
-                   a.v_swap);
+        for (int c = 0; c < DV / 64; ++c)
+          tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, k_coord + n_block * BN,
+                   hkv, tb, a.v_swap);
       }
     }
   } else {
@@ -649,50 +739,66 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int t = threadIdx.x & 127;
     const int lane = t & 31;
     const int row0 = m0 + 64 * cw + acc_row(t, 0);  // query row of elements i%4 in {0,1}; +8 for {2,3}
-    const int diag = a.sk - a.sq;                    // key position of query row 0 (bottom-right)
 
-    float o[D / 2];
+    // visible keys of this thread's two rows: klo[r] <= j' <= khi[r]
+    int klo[2], khi[2];
 #pragma unroll
-    for (int i = 0; i < D / 2; ++i) o[i] = 0.f;
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max of raw q.k per row
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      khi[r] = sk - 1;
+      if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
+      klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
+    }
+
+    float o[DV / 2];
+#pragma unroll
+    for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY};  // running max of the score (raw or capped) per row
     float l_run[2] = {0.f, 0.f};              // this thread's partial sum of exp, per row
 
-    if (n_max > 0) mbar_wait(bar_q, 0);
+    if (n_cnt > 0) mbar_wait(bar_q, 0);
     const uint32_t sQw = sQ + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
-    for (int it = 0; it < n_max; ++it) {
+    for (int it = 0; it < n_cnt; ++it) {
       const int n_block = n_max - 1 - it;
-      const int n0 = n_block * kBN;
+      const int n0 = n_block * BN;
       const int stage = it & 1;
       const uint32_t ph = (it >> 1) & 1;
 
-      // ---- S = Q K^T (64 x 128 per warpgroup) ----
-      float s[64];
+      // ---- S = Q K^T (64 x BN per warpgroup) ----
+      float s[NS];
       mbar_wait(base + L::kBarKF + 8 * stage, ph);
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks)
-        wgmma_ss_n128<F16>(s, desc_kmajor(sQw, kBM, ks),
-                           desc_kmajor(sK + stage * L::kKVBytes, kBN, ks), ks > 0 ? 1 : 0);
+        wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(sK + stage * L::kKBytes, BN, ks),
+                     ks > 0 ? 1 : 0);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(s);
       __syncwarp();
       if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * stage);
 
-      // ---- mask: keys past Sk, and causal (key > row + Sk - Sq) ----
-      if (n0 + kBN > a.sk || (a.causal && n0 + kBN - 1 > m0 + diag)) {
+      // ---- softcap (before masking: garbage/NaN keys past the end are overwritten below) ----
+      if (a.softcap_on) {
 #pragma unroll
-        for (int i = 0; i < 64; ++i) {
+        for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * a.cap_in);
+      }
+
+      // ---- mask: keys past Sk_b, right window (causal), left window; only tiles that need it ----
+      if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
+          (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
           const int col = n0 + acc_col(t, i);
-          const int row = row0 + 8 * ((i >> 1) & 1);
-          if (col >= a.sk || (a.causal && col > row + diag)) s[i] = -INFINITY;
+          const int r = (i >> 1) & 1;
+          if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
         }
       }
 
       // ---- online softmax (rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4) ----
       float mx[2] = {m_run[0], m_run[1]};
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < NS / 4; ++j) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
         mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
       }
@@ -710,14 +816,14 @@ __global__ void __launch_bounds__(kThreads, 1)
         l_run[r] *= corr[r];
       }
 #pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
+      for (int j = 0; j < DV / 8; ++j) {
         o[4 * j] *= corr[0];
         o[4 * j + 1] *= corr[0];
         o[4 * j + 2] *= corr[1];
         o[4 * j + 3] *= corr[1];
       }
 #pragma unroll
-      for (int j = 0; j < 16; ++j) {
+      for (int j = 0; j < NS / 4; ++j) {
 #pragma unroll
         for (int e = 0; e < 4; ++e) {
           const int r = e >> 1;
@@ -725,17 +831,31 @@ __global__ void __launch_bounds__(kThreads, 1)
           l_run[r] += s[4 * j + e];
         }
       }
-      uint32_t pa[8][4];
+      uint32_t pa[NS / 8][4];
       acc_to_a<F16>(s, pa);
 
       // ---- O += P V ----
+      const uint32_t vst = sV + stage * L::kVBytes;
       mbar_wait(base + L::kBarVF + 8 * stage, ph);
+      if (a.vzero && n0 + BN > sk) {
+        // V rows of keys >= Sk_b were loaded from memory we must not trust (next sequence, unused
+        // cache slots: possibly NaN/Inf, and 0 * NaN = NaN in the wgmma). Zero them in shared
+        // memory; whole 128-byte rows, so the swizzle does not matter. Both consumer warpgroups
+        // write the same zeros (benign); each fences and syncs its own 128 threads before its wgmma.
+        const int zr = max(0, sk - n0);
+        const int units = (BN - zr) * 8;  // 16-byte units per 64-column chunk
+#pragma unroll
+        for (int c = 0; c < DV / 64; ++c)
+          for (int u = t; u < units; u += 128)
+            st_shared_zero16(vst + (uint32_t)(c * BN * 128 + zr * 128 + u * 16));
+        fence_proxy_async_smem();
+        named_bar_sync(1 + cw, 128);
+      }
       fence_regs(o);   // the rescale of o and the packing of pa happen before wgmma.fence
       fence_regs(pa);
       wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < kBN / 16; ++ks)
-        wgmma_rs_tb<F16>(o, pa[ks], desc_mnmajor(sV + stage * L::kKVBytes, kBN, ks), 1);
+      for (int ks = 0; ks < BN / 16; ++ks) pv_step<F16, DV, BN>(o, pa[ks], vst, ks);
       wgmma_commit();
       wgmma_wait<0>();
       fence_regs(o);
@@ -743,33 +863,47 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (lane == 0) mbar_arrive(base + L::kBarVE + 8 * stage);
     }
 
-    // ---- epilogue: O / l, LSE = scale * m + ln(l); rows without keys: 0 and -inf ----
+    // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
       l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
     }
-    T* obase = (T*)a.o + (int64_t)b * a.o_bs + (int64_t)h * a.o_hs;
+    T* obase = (T*)a.o + (a.cu_q ? (int64_t)q_row0 * a.o_rs : (int64_t)b * a.o_bs) + (int64_t)h * a.o_hs;
+    float* lbase = a.lse ? a.lse + (a.cu_q ? (int64_t)q_row0 : (int64_t)b * a.lse_bs) + (int64_t)h * a.lse_hs
+                         : nullptr;
+    const float sink = a.sinks ? a.sinks[h] : 0.f;
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       const int row = row0 + 8 * r;
-      if (row < a.sq) {
-        const float inv = l_run[r] > 0.f ? 1.f / l_run[r] : 0.f;
+      if (row < sq) {
+        float inv = 0.f, lse = -INFINITY;
+        if (l_run[r] > 0.f) {  // at least one visible key (its exp is 1)
+          const float m_nat = m_run[r] * a.lse_mul;  // running max in natural-log units
+          if (a.sinks) {
+            const float mn = fmaxf(m_nat, sink);
+            const float e = expf(m_nat - mn);
+            const float den = l_run[r] * e + expf(sink - mn);
+            inv = e / den;
+            lse = mn + logf(den);
+          } else {
+            inv = 1.f / l_run[r];
+            lse = m_nat + logf(l_run[r]);
+          }
+        }
         T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
 #pragma unroll
-        for (int j = 0; j < D / 8; ++j)
-          *reinterpret_cast<uint32_t*>(orow + 8 * j) =
-              pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-        if (a.lse && (t & 3) == 0)
-          a.lse[(int64_t)b * a.lse_bs + (int64_t)h * a.lse_hs + row] =
-              l_run[r] > 0.f ? m_run[r] * a.scale + logf(l_run[r]) : -INFINITY;
+        for (int j = 0; j < DV / 8; ++j)
+          if (8 * j < a.dv)  // padded Dv (96 as 128): columns >= dv are not stored
+            *reinterpret_cast<uint32_t*>(orow + 8 * j) =
+                pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        if (lbase && (t & 3) == 0) lbase[row] = lse;
       }
     }
   }
 }
 
 }  // namespace fa3
-
 // =================================================================================================
 // Part 4: host side -- tensor maps, the fast-path test, dispatch
 // =================================================================================================
@@ -867,35 +1001,80 @@ inline bool force_fallback() {
 }
 
 // Does the fast kernel cover this call? (Inputs already validated by kseek_fwd.)
+inline bool shape_ok(int d, int dv) {
+  if (d == dv) return d == 64 || d == 96 || d == 128 || d == 192 || d == 256;
+  return d == 192 && dv == 128;
+}
+
 inline bool fast_ok(const kseek_params* p) {
   if (force_fallback()) return false;
   if (p->dtype != KSEEK_BF16 && p->dtype != KSEEK_FP16) return false;
   if (p->out_dtype != p->dtype) return false;
-  if (p->head_dim != p->head_dim_v || (p->head_dim != 64 && p->head_dim != 128)) return false;
-  if (p->cu_seqlens_q || p->cu_seqlens_k || p->seqused_k || p->leftpad_k || p->page_table) return false;
-  if (p->softcap != 0.f || p->sinks) return false;
-  if (p->window_left >= 0 || (!p->causal && p->window_right >= 0)) return false;
+  if (!shape_ok(p->head_dim, p->head_dim_v)) return false;
+  if (p->page_table) return false;
+  if ((p->cu_seqlens_q == nullptr) != (p->cu_seqlens_k == nullptr)) return false;  // half varlen
+  if (!isfinite(p->softcap)) return false;
   if (!(p->scale > 0.f) || !isfinite(p->scale)) return false;
+  if (p->softcap > 0.f && !isfinite(p->scale / p->softcap)) return false;
   if (p->seqlen_k <= 0 || p->seqlen_q <= 0) return false;
   if (p->seqlen_q >= (1 << 28) || p->seqlen_k >= (1 << 28)) return false;  // int math in the kernel
   // o is written two elements (4 bytes) at a time
   if ((reinterpret_cast<uintptr_t>(p->o) & 3) != 0) return false;
-  if ((p->o_row_stride | p->o_head_stride | p->o_batch_stride) & 1) return false;
+  if ((p->o_row_stride | p->o_head_stride) & 1) return false;
+  if (!p->cu_seqlens_q && (p->o_batch_stride & 1)) return false;
   return device_is_sm90();
 }
 
-template <typename T, int D>
-int launch(const kseek_params* p, cudaStream_t stream) {
+// Varlen: the tensor maps need the packed row counts total_q = cu_seqlens_q[B] and
+// total_k = cu_seqlens_k[B], which live in device memory. A map whose row extent is larger than
+// the allocation (e.g. the bound B * seqlen) would let TMA read past the allocation (TMA only
+// zero-fills past the MAP's extent), so it is not safe; we read the two totals instead:
+// two 4-byte cudaMemcpyAsync on `stream` + cudaStreamSynchronize(stream). HOST COST: the call
+// blocks until all earlier work on the stream has finished (~10-30 us plus that wait), and it
+// cannot run under CUDA-graph capture (checked: a capturing stream takes the fallback).
+// Better (v3): patch the row extent on device with tensormap.replace (no sync).
+inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* tq, int64_t* tk) {
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  if (st != cudaStreamCaptureStatusNone) return false;
+  int32_t v[2] = {0, 0};
+  if (cudaMemcpyAsync(&v[0], p->cu_seqlens_q + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
+                      stream) != cudaSuccess ||
+      cudaMemcpyAsync(&v[1], p->cu_seqlens_k + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
+                      stream) != cudaSuccess ||
+      cudaStreamSynchronize(stream) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  *tq = v[0];
+  *tk = v[1];
+  // < 2^28: per-sequence lengths (<= totals) keep the kernel's int math row + diag + window in range
+  return v[0] > 0 && v[1] > 0 && v[0] < (1 << 28) && v[1] < (1 << 28);
+}
+
+// Window bounds for the kernel: causal = right window 0; any negative = unbounded; a window of
+// 2^29 or more covers every key of sequences shorter than 2^28 (so it is unbounded too, and the
+// kernel's int arithmetic row + diag +- w cannot overflow).
+inline int clamp_window(int w) { return (w < 0 || w >= (1 << 29)) ? -1 : w; }
+
+template <typename T, int D, int DV, int BN>
+int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t rows_k) {
   constexpr bool F16 = std::is_same<T, __half>::value;
   CUtensorMap tq, tk, tv;
   Args a;
+  const bool varlen = p->cu_seqlens_q != nullptr;
+  const int64_t nb = varlen ? 1 : p->batch;  // varlen: one packed "batch" of total rows
   // (host cost: three cuTensorMapEncodeTiled calls per kseek_fwd, a few microseconds; cacheable)
-  if (!make_map(&tq, F16, p->q, D, p->seqlen_q, p->heads_q, p->batch, p->q_row_stride,
+  // The maps use the TRUE head dims (96: the second 64-column box is zero-filled past column 96).
+  if (!make_map(&tq, F16, p->q, p->head_dim, rows_q, p->heads_q, nb, p->q_row_stride,
                 p->q_head_stride, p->q_batch_stride, kBM, &a.q_swap) ||
-      !make_map(&tk, F16, p->k, D, p->seqlen_k, p->heads_kv, p->batch, p->k_row_stride,
-                p->k_head_stride, p->k_batch_stride, kBN, &a.k_swap) ||
-      !make_map(&tv, F16, p->v, D, p->seqlen_k, p->heads_kv, p->batch, p->v_row_stride,
-                p->v_head_stride, p->v_batch_stride, kBN, &a.v_swap))
+      !make_map(&tk, F16, p->k, p->head_dim, rows_k, p->heads_kv, nb, p->k_row_stride,
+                p->k_head_stride, p->k_batch_stride, BN, &a.k_swap) ||
+      !make_map(&tv, F16, p->v, p->head_dim_v, rows_k, p->heads_kv, nb, p->v_row_stride,
+                p->v_head_stride, p->v_batch_stride, BN, &a.v_swap))
     return -1;  // not for the fast path
   a.o = p->o;
   a.lse = p->lse;
@@ -904,27 +1083,49 @@ int launch(const kseek_params* p, cudaStream_t stream) {
   a.o_hs = p->o_head_stride;
   a.lse_bs = p->lse_batch_stride;
   a.lse_hs = p->lse_head_stride;
+  a.cu_q = p->cu_seqlens_q;
+  a.cu_k = p->cu_seqlens_k;
+  a.seqused = p->seqused_k;
+  a.leftpad = p->leftpad_k;
+  a.sinks = p->sinks;
   a.sq = p->seqlen_q;
   a.sk = p->seqlen_k;
   a.group = p->heads_q / p->heads_kv;
-  a.causal = p->causal ? 1 : 0;
-  a.scale = p->scale;
-  a.scale_log2 = p->scale * 1.4426950408889634f;
+  a.wl = clamp_window(p->window_left);
+  a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  a.dv = p->head_dim_v;
+  // Keys past a sequence's end inside the map are real memory (next sequence, unused cache slots,
+  // keys of leftpad'ed tails) that may hold NaN/Inf: zero those V rows in shared memory. Without
+  // varlen/seqused/leftpad, rows past Sk are outside the map and TMA zero-fills them.
+  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
+  const float kLog2e = 1.4426950408889634f;
+  if (p->softcap > 0.f) {
+    a.softcap_on = 1;
+    a.cap_in = p->scale / p->softcap;
+    a.cap_out = p->softcap * kLog2e;  // capped scores are kept in log2 units
+    a.scale_log2 = 1.f;
+    a.lse_mul = 0.6931471805599453f;
+  } else {
+    a.softcap_on = 0;
+    a.cap_in = a.cap_out = 0.f;
+    a.scale_log2 = p->scale * kLog2e;
+    a.lse_mul = p->scale;
+  }
 
-  constexpr int smem = Smem<D>::kTotal;
-  static int attr_done[64] = {0};  // per device: the >48 KB dynamic shared memory opt-in
+  constexpr int smem = Smem<D, DV, BN>::kTotal;
+  static int attr_done[64] = {0};  // per device and instantiation: the >48 KB dynamic smem opt-in
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return -1;
   if (dev < 0 || dev >= 64 || !attr_done[dev]) {
-    if (cudaFuncSetAttribute(fwd_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
-        cudaSuccess) {
+    if (cudaFuncSetAttribute(fwd_kernel<T, D, DV, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem) != cudaSuccess) {
       cudaGetLastError();
       return -1;
     }
     if (dev >= 0 && dev < 64) attr_done[dev] = 1;
   }
   const dim3 grid((unsigned)((p->seqlen_q + kBM - 1) / kBM), (unsigned)p->heads_q, (unsigned)p->batch);
-  fwd_kernel<T, D><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
+  fwd_kernel<T, D, DV, BN><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return KSEEK_OK;
   // A launch-configuration error (e.g. not enough shared memory) leaves no sticky state: retry
@@ -935,11 +1136,23 @@ int launch(const kseek_params* p, cudaStream_t stream) {
   return KSEEK_ERR_CUDA;
 }
 
+template <typename T>
+int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+  const int d = p->head_dim, dv = p->head_dim_v;
+  if (d == 64) return launch<T, 64, 64, 128>(p, stream, rq, rk);
+  if (d == 96 || d == 128) return launch<T, 128, 128, 128>(p, stream, rq, rk);  // 96: padded
+  if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
+  if (d == 192) return launch<T, 192, 192, 64>(p, stream, rq, rk);
+  if (d == 256) return launch<T, 256, 256, 64>(p, stream, rq, rk);
+  return -1;
+}
+
 inline int fwd(const kseek_params* p, cudaStream_t stream) {
   if (!fast_ok(p)) return -1;
-  const bool f16 = p->dtype == KSEEK_FP16;
-  if (p->head_dim == 64) return f16 ? launch<__half, 64>(p, stream) : launch<__nv_bfloat16, 64>(p, stream);
-  return f16 ? launch<__half, 128>(p, stream) : launch<__nv_bfloat16, 128>(p, stream);
+  int64_t rq = p->seqlen_q, rk = p->seqlen_k;
+  if (p->cu_seqlens_q && !varlen_totals(p, stream, &rq, &rk)) return -1;
+  return p->dtype == KSEEK_FP16 ? dispatch<__half>(p, stream, rq, rk)
+                                : dispatch<__nv_bfloat16>(p, stream, rq, rk);
 }
 
 }  // namespace fa3

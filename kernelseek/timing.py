@@ -8,11 +8,17 @@ What is measured, per implementation (candidate or baseline), all in one process
 - `host_ms`: host wall time per call to enqueue a batch (perf_counter, no synchronization inside).
 Calls rotate over several input sets whose bytes together pass 3x the L2 (so no call reads
 another's data from the L2), and implementations are interleaved batch by batch (ABAB...), so
-clock drift and thermal state hit all of them alike. Warm-up calls first, so JIT compilation of
-baselines stays out of every number.
+clock drift and thermal state hit all of them alike. Warm-up calls first (at least `warmup`
+calls and `warmup_ms` of them per implementation), so JIT compilation of baselines and clock ramp-up
+stay out of every number. While timing, the process is pinned to one CPU and Python's garbage
+collector is paused: host-bound baselines (FA4's Python dispatch costs 0.1-0.5 ms per call) otherwise
+move by tens of percent between runs with scheduler migrations and collection pauses.
 """
 from __future__ import annotations
 
+import contextlib
+import gc
+import os
 import statistics
 import time
 from dataclasses import dataclass
@@ -73,9 +79,32 @@ def kernel_time_ms(call: Callable[[int], None], n_sets: int, calls: int) -> floa
         return None
 
 
+@contextlib.contextmanager
+def steady_host():
+    """Pin this process to one CPU and pause the garbage collector; restore both afterwards.
+
+    KSEEK_TIMING_CPU picks the CPU (default: the highest-numbered one this process may use)."""
+    old = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    was = gc.isenabled()
+    try:
+        if old:
+            cpu = int(os.environ.get("KSEEK_TIMING_CPU", max(old)))
+            if cpu not in old:
+                raise ValueError(f"KSEEK_TIMING_CPU={cpu} is not among this process's CPUs {sorted(old)}")
+            os.sched_setaffinity(0, {cpu})
+        gc.collect()
+        gc.disable()
+        yield
+    finally:
+        if was:
+            gc.enable()
+        if old:
+            os.sched_setaffinity(0, old)
+
+
 def time_interleaved(impls: dict[str, Callable[[int], None]], n_sets: int, *,
                      budget_s: float = 0.4, min_batches: int = 5, max_batches: int = 50,
-                     target_batch_ms: float = 2.0, warmup: int = 3,
+                     target_batch_ms: float = 2.0, warmup: int = 3, warmup_ms: float = 20.0,
                      profile_kernels: bool = True) -> dict[str, Timing]:
     """Time every implementation in `impls` (name -> call(set_index)) interleaved.
 
@@ -84,12 +113,25 @@ def time_interleaved(impls: dict[str, Callable[[int], None]], n_sets: int, *,
     (within [min_batches, max_batches]). The last call of every implementation runs on set 0,
     so the caller can check the output of the last timed launch.
     """
+    with steady_host():
+        return _time_interleaved(impls, n_sets, budget_s=budget_s, min_batches=min_batches,
+                                 max_batches=max_batches, target_batch_ms=target_batch_ms,
+                                 warmup=warmup, warmup_ms=warmup_ms, profile_kernels=profile_kernels)
+
+
+def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, target_batch_ms,
+                      warmup, warmup_ms, profile_kernels):
     import torch
     stream = torch.cuda.current_stream()
     est: dict[str, float] = {}
     for name, call in impls.items():                     # warm-up and a first estimate
-        for i in range(warmup):
+        t_end = time.perf_counter() + warmup_ms / 1e3
+        i = 0
+        while i < warmup or (time.perf_counter() < t_end and i < 10000):
             call(i % n_sets)
+            i += 1
+            if i % 16 == 0:
+                torch.cuda.synchronize()                  # bound the queue; the clock includes the GPU
         torch.cuda.synchronize()
         a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
         t0 = time.perf_counter()

@@ -1,16 +1,16 @@
 #include <cstdlib>
-// probe_v2.cu: kernels/probe/probe_wgmma.cu adapted to kernels/wip/fa3_hopper_v2.cu (UNTESTED v2).
+// probe_fa3.cu: the building blocks of kernels/fa3_hopper.cu (v2), then the whole kernel, on the GPU.
 // Tests the Hopper building blocks one at a time on the GPU against CPU references, then the whole
 // kernel (v1 configurations + every v2 feature), and prints PASS/FAIL per block.
 //
-// Build and run (from kernels/wip/):
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I.. -o probe_v2 probe_v2.cu && ./probe_v2
-// Only the (f) section:  ./probe_v2 f      (the block tests (a)-(e), (a2), (b2) are skipped)
+// Build and run (from kernels/probe/):
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I.. -o probe_fa3 probe_fa3.cu && ./probe_fa3
+// Only the (f) section:  ./probe_fa3 f      (the block tests (a)-(e), (a2), (b2) are skipped)
 // New in v2: (a2) SS wgmma with a 64-key K tile (N = 64, chunk stride 64*128), (b2) pv_step (the
 // PV wgmma split into N = 128 / N = 64 pieces over 64-column V chunks) for DV = 64..256 with 128-
 // and 64-key V tiles; (f) window, softcap, sinks, seqused_k, leftpad_k (with NaN in every key/value
 // row outside the valid range), varlen, head dims 96, 192/128, 192, 256.
-// It #includes fa3_hopper_v2.cu, so every test uses the kernel's own helpers (swz_offset, make_desc,
+// It #includes ../fa3_hopper.cu, so every test uses the kernel's own helpers (swz_offset, make_desc,
 // desc_kmajor, desc_mnmajor, acc_row/acc_col, acc_to_a, the wgmma wrappers, mbarrier and TMA
 // helpers, make_map) -- a FAIL here points at the exact helper the kernel relies on.
 //
@@ -33,7 +33,7 @@
 #ifdef PROBE_DEBUG_HANG
 #define FA3_DEBUG_HANG 1
 #endif
-#include "fa3_hopper_v2.cu"
+#include "../fa3_hopper.cu"
 
 #include <stdio.h>
 #include <string.h>

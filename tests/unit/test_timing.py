@@ -1,0 +1,43 @@
+"""CPU side of kernelseek.timing: input-set rotation, quantiles, and the steady-host context."""
+import gc
+import os
+
+import pytest
+
+from kernelseek import timing
+
+
+def test_sets_needed_passes_three_l2s():
+    assert timing.sets_needed(10e6) == 8            # 180 MB / 10 MB = 18, capped at 8
+    assert timing.sets_needed(50e6) == 4            # ceil(180 / 50)
+    assert timing.sets_needed(1e9) == 2             # never fewer than two sets
+
+
+def test_quantile_interpolates():
+    xs = [4.0, 1.0, 3.0, 2.0]
+    assert timing._quantile(xs, 0.0) == 1.0
+    assert timing._quantile(xs, 1.0) == 4.0
+    assert timing._quantile(xs, 0.5) == pytest.approx(2.5)
+    assert timing._quantile([7.0], 0.9) == 7.0
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
+def test_steady_host_pins_one_cpu_and_pauses_gc_then_restores():
+    before = os.sched_getaffinity(0)
+    assert gc.isenabled()
+    with timing.steady_host():
+        inside = os.sched_getaffinity(0)
+        assert len(inside) == 1 and inside <= before
+        assert not gc.isenabled()
+    assert os.sched_getaffinity(0) == before
+    assert gc.isenabled()
+
+
+@pytest.mark.skipif(not hasattr(os, "sched_getaffinity"), reason="no CPU affinity on this OS")
+def test_steady_host_names_a_bad_cpu(monkeypatch):
+    before = os.sched_getaffinity(0)
+    monkeypatch.setenv("KSEEK_TIMING_CPU", str(max(before) + 1000))
+    with pytest.raises(ValueError, match="KSEEK_TIMING_CPU"):
+        with timing.steady_host():
+            pass
+    assert os.sched_getaffinity(0) == before and gc.isenabled()
