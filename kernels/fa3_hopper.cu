@@ -563,6 +563,9 @@ __device__ __forceinline__ void fence_proxy_async_smem() {
 __device__ __forceinline__ void named_bar_sync(int id, int count) {
   asm volatile("bar.sync %0, %1;" ::"r"(id), "r"(count) : "memory");
 }
+__device__ __forceinline__ void named_bar_arrive(int id, int count) {
+  asm volatile("bar.arrive %0, %1;" ::"r"(id), "r"(count) : "memory");
+}
 
 // S (+)= Q K^T k-step for an S tile of BN keys (BN/2 floats per thread).
 template <bool F16>
@@ -644,7 +647,11 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, u
   else tma_load_4d(dst, map, bar, col, row, head, batch);
 }
 
-template <typename T, int D, int DV, int BN>
+// VAR selects the consumer schedule: 0 = serial (v2: S, softmax, P V, one after the other),
+// 1 = intra-warpgroup overlap (S of the next tile and P V of this one in flight together),
+// 2 = 1 + ping-pong between the two consumer warpgroups (named barriers 3 and 4 hand the tensor
+// cores over: one warpgroup issues its GEMMs while the other runs its softmax).
+template <typename T, int D, int DV, int BN, int VAR>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ Args a) {
@@ -756,35 +763,36 @@ __global__ void __launch_bounds__(kThreads, 1)
     float m_run[2] = {-INFINITY, -INFINITY};  // running max of the score (raw or capped) per row
     float l_run[2] = {0.f, 0.f};              // this thread's partial sum of exp, per row
 
-    if (n_cnt > 0) mbar_wait(bar_q, 0);
     const uint32_t sQw = sQ + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
-    for (int it = 0; it < n_cnt; ++it) {
-      const int n_block = n_max - 1 - it;
-      const int n0 = n_block * BN;
-      const int stage = it & 1;
-      const uint32_t ph = (it >> 1) & 1;
+    float s[NS];                              // S tile (64 x BN over the warpgroup), then P in fp32
+    uint32_t pa[NS / 8][4];                   // P as wgmma A fragments (bf16/fp16)
+    float corr[2];                            // rescale of O and l for the tile just scored
 
-      // ---- S = Q K^T (64 x BN per warpgroup) ----
-      float s[NS];
-      mbar_wait(base + L::kBarKF + 8 * stage, ph);
+    // S = Q K^T of tile `it` into s: wait for K, issue, commit (one wgmma group); not waited here.
+    auto issue_s = [&](int it) {
+      mbar_wait(base + L::kBarKF + 8 * (it & 1), (it >> 1) & 1);
+      const uint32_t kst = sK + (it & 1) * L::kKBytes;
       wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < D / 16; ++ks)
-        wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(sK + stage * L::kKBytes, BN, ks),
-                     ks > 0 ? 1 : 0);
+        wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(kst, BN, ks), ks > 0 ? 1 : 0);
       wgmma_commit();
-      wgmma_wait<0>();
+    };
+    // After S of tile `it` has landed: free its K stage.
+    auto release_k = [&](int it) {
       fence_regs(s);
       __syncwarp();
-      if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * stage);
-
-      // ---- softcap (before masking: garbage/NaN keys past the end are overwritten below) ----
-      if (a.softcap_on) {
+      if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * (it & 1));
+    };
+    // Softcap, masks, online softmax of s (tile `it`): s becomes P in fp32, m_run/l_run advance,
+    // corr = the factor O must be multiplied by before P V of this tile is added.
+    auto softmax = [&](int it) {
+      const int n0 = (n_max - 1 - it) * BN;
+      if (a.softcap_on) {  // before masking: garbage/NaN keys past the end are overwritten below
 #pragma unroll
         for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * a.cap_in);
       }
-
-      // ---- mask: keys past Sk_b, right window (causal), left window; only tiles that need it ----
+      // mask: keys past Sk_b, right window (causal), left window; only tiles that need it
       if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
           (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
 #pragma unroll
@@ -794,33 +802,22 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
         }
       }
-
-      // ---- online softmax (rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4) ----
+      // rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4
       float mx[2] = {m_run[0], m_run[1]};
 #pragma unroll
       for (int j = 0; j < NS / 4; ++j) {
         mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
         mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
       }
+      float sub[2];
 #pragma unroll
       for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
         mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-      }
-      float sub[2], corr[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {
         sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * a.scale_log2;  // all masked so far: exp2(-inf)=0
         corr[r] = ex2(m_run[r] * a.scale_log2 - sub[r]);           // m_run = -inf: 0 (o, l are 0)
         m_run[r] = mx[r];
         l_run[r] *= corr[r];
-      }
-#pragma unroll
-      for (int j = 0; j < DV / 8; ++j) {
-        o[4 * j] *= corr[0];
-        o[4 * j + 1] *= corr[0];
-        o[4 * j + 2] *= corr[1];
-        o[4 * j + 3] *= corr[1];
       }
 #pragma unroll
       for (int j = 0; j < NS / 4; ++j) {
@@ -831,12 +828,21 @@ __global__ void __launch_bounds__(kThreads, 1)
           l_run[r] += s[4 * j + e];
         }
       }
-      uint32_t pa[NS / 8][4];
-      acc_to_a<F16>(s, pa);
-
-      // ---- O += P V ----
-      const uint32_t vst = sV + stage * L::kVBytes;
-      mbar_wait(base + L::kBarVF + 8 * stage, ph);
+    };
+    auto rescale_o = [&]() {
+#pragma unroll
+      for (int j = 0; j < DV / 8; ++j) {
+        o[4 * j] *= corr[0];
+        o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1];
+        o[4 * j + 3] *= corr[1];
+      }
+    };
+    // O += P V of tile `it` (P in pa): wait for V, zero untrusted V rows, issue, commit.
+    auto issue_pv = [&](int it) {
+      const int n0 = (n_max - 1 - it) * BN;
+      const uint32_t vst = sV + (it & 1) * L::kVBytes;
+      mbar_wait(base + L::kBarVF + 8 * (it & 1), (it >> 1) & 1);
       if (a.vzero && n0 + BN > sk) {
         // V rows of keys >= Sk_b were loaded from memory we must not trust (next sequence, unused
         // cache slots: possibly NaN/Inf, and 0 * NaN = NaN in the wgmma). Zero them in shared
@@ -857,10 +863,75 @@ __global__ void __launch_bounds__(kThreads, 1)
 #pragma unroll
       for (int ks = 0; ks < BN / 16; ++ks) pv_step<F16, DV, BN>(o, pa[ks], vst, ks);
       wgmma_commit();
-      wgmma_wait<0>();
+    };
+    auto release_v = [&](int it) {
       fence_regs(o);
       __syncwarp();
-      if (lane == 0) mbar_arrive(base + L::kBarVE + 8 * stage);
+      if (lane == 0) mbar_arrive(base + L::kBarVE + 8 * (it & 1));
+    };
+
+    // Ping-pong (VAR 2): a warpgroup takes its turn (bar.sync on barrier 3 + cw, 256 threads)
+    // before issuing GEMMs and hands it over (bar.arrive on the other's barrier) after issuing.
+    // Both warpgroups visit the same n_cnt tiles and take n_cnt + 1 turns; warpgroup 1 hands over
+    // first (so warpgroup 0 starts) and skips its last hand-over, so no arrival is left pending.
+    int turns = 0;
+    auto take_turn = [&]() {
+      if constexpr (VAR == 2) named_bar_sync(3 + cw, 256);
+    };
+    auto pass_turn = [&]() {
+      if constexpr (VAR == 2) {
+        ++turns;
+        if (!(cw == 1 && turns == n_cnt + 1)) named_bar_arrive(3 + (cw ^ 1), 256);
+      }
+    };
+    if (n_cnt > 0) {
+      mbar_wait(bar_q, 0);
+      if constexpr (VAR == 2) {
+        if (cw == 1) named_bar_arrive(3, 256);
+      }
+      if constexpr (VAR >= 1) {
+        // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
+        // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
+        // runs on the tensor cores. O is rescaled once P V of tile it has landed.
+        take_turn();
+        issue_s(0);
+        pass_turn();
+        wgmma_wait<0>();
+        release_k(0);
+        softmax(0);  // o = 0: no rescale
+        acc_to_a<F16>(s, pa);
+        for (int it = 1; it < n_cnt; ++it) {
+          take_turn();
+          issue_s(it);
+          issue_pv(it - 1);
+          pass_turn();
+          wgmma_wait<1>();  // S of tile it (the older group) has landed; P V may still run
+          release_k(it);
+          softmax(it);
+          wgmma_wait<0>();
+          fence_regs(pa);   // pa was read by the P V wgmma until here: keep it from being reused
+          release_v(it - 1);
+          rescale_o();
+          acc_to_a<F16>(s, pa);
+        }
+        take_turn();
+        issue_pv(n_cnt - 1);
+        pass_turn();
+        wgmma_wait<0>();
+        release_v(n_cnt - 1);
+      } else {
+        for (int it = 0; it < n_cnt; ++it) {
+          issue_s(it);
+          wgmma_wait<0>();
+          release_k(it);
+          softmax(it);
+          rescale_o();
+          acc_to_a<F16>(s, pa);
+          issue_pv(it);
+          wgmma_wait<0>();
+          release_v(it);
+        }
+      }
     }
 
     // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
@@ -1060,6 +1131,39 @@ inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* t
 // kernel's int arithmetic row + diag +- w cannot overflow).
 inline int clamp_window(int w) { return (w < 0 || w >= (1 << 29)) ? -1 : w; }
 
+// The consumer schedule (fwd_kernel's VAR); KSEEK_FA3_VARIANT=0/1/2 overrides it for A/B runs.
+inline int variant() {
+  const char* e = getenv("KSEEK_FA3_VARIANT");
+  return (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 1;
+}
+
+// Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
+template <typename T, int D, int DV, int BN, int VAR>
+int start(const dim3& grid, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
+          const CUtensorMap& tv, const Args& a) {
+  constexpr int smem = Smem<D, DV, BN>::kTotal;
+  static int attr_done[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+  if (dev < 0 || dev >= 64 || !attr_done[dev]) {
+    if (cudaFuncSetAttribute(fwd_kernel<T, D, DV, BN, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                             smem) != cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    if (dev >= 0 && dev < 64) attr_done[dev] = 1;
+  }
+  fwd_kernel<T, D, DV, BN, VAR><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return KSEEK_OK;
+  // A launch-configuration error (e.g. not enough shared memory) leaves no sticky state: retry
+  // on the fallback. Anything else is reported.
+  if (e == cudaErrorInvalidConfiguration || e == cudaErrorInvalidValue ||
+      e == cudaErrorNoKernelImageForDevice || e == cudaErrorLaunchOutOfResources)
+    return -1;
+  return KSEEK_ERR_CUDA;
+}
+
 template <typename T, int D, int DV, int BN>
 int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t rows_k) {
   constexpr bool F16 = std::is_same<T, __half>::value;
@@ -1112,28 +1216,12 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
     a.lse_mul = p->scale;
   }
 
-  constexpr int smem = Smem<D, DV, BN>::kTotal;
-  static int attr_done[64] = {0};  // per device and instantiation: the >48 KB dynamic smem opt-in
-  int dev = 0;
-  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
-  if (dev < 0 || dev >= 64 || !attr_done[dev]) {
-    if (cudaFuncSetAttribute(fwd_kernel<T, D, DV, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             smem) != cudaSuccess) {
-      cudaGetLastError();
-      return -1;
-    }
-    if (dev >= 0 && dev < 64) attr_done[dev] = 1;
-  }
   const dim3 grid((unsigned)((p->seqlen_q + kBM - 1) / kBM), (unsigned)p->heads_q, (unsigned)p->batch);
-  fwd_kernel<T, D, DV, BN><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
-  const cudaError_t e = cudaGetLastError();
-  if (e == cudaSuccess) return KSEEK_OK;
-  // A launch-configuration error (e.g. not enough shared memory) leaves no sticky state: retry
-  // on the fallback. Anything else is reported.
-  if (e == cudaErrorInvalidConfiguration || e == cudaErrorInvalidValue ||
-      e == cudaErrorNoKernelImageForDevice || e == cudaErrorLaunchOutOfResources)
-    return -1;
-  return KSEEK_ERR_CUDA;
+  switch (variant()) {
+    case 0: return start<T, D, DV, BN, 0>(grid, stream, tq, tk, tv, a);
+    case 2: return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);
+    default: return start<T, D, DV, BN, 1>(grid, stream, tq, tk, tv, a);
+  }
 }
 
 template <typename T>

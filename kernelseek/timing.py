@@ -13,6 +13,11 @@ calls and `warmup_ms` of them per implementation), so JIT compilation of baselin
 stay out of every number. While timing, the process is pinned to one CPU and Python's garbage
 collector is paused: host-bound baselines (FA4's Python dispatch costs 0.1-0.5 ms per call) otherwise
 move by tens of percent between runs with scheduler migrations and collection pauses.
+Each timed batch starts behind a short GPU sleep ("gate", about twice one call's host enqueue time,
+at most 1 ms) queued before the first event: the host enqueues the first call while the GPU still
+sleeps, so the batch measures the steady state of back-to-back calls -- max(host, device) per call --
+instead of charging one call's host latency to the batch (measured: it moved FA4's per-call time by
+up to 35% between runs). A call whose host side is slower than its kernels still shows that cost.
 """
 from __future__ import annotations
 
@@ -102,6 +107,25 @@ def steady_host():
             os.sched_setaffinity(0, old)
 
 
+_GATE_CYCLES_PER_MS: list[float] = []
+
+
+def _gate_cycles_per_ms() -> float | None:
+    """GPU clock cycles per millisecond of torch.cuda._sleep, measured once (None: no _sleep)."""
+    import torch
+    if not hasattr(torch.cuda, "_sleep"):
+        return None
+    if not _GATE_CYCLES_PER_MS:
+        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        torch.cuda._sleep(100_000)                       # wake the clocks
+        a.record()
+        torch.cuda._sleep(2_000_000)
+        b.record()
+        b.synchronize()
+        _GATE_CYCLES_PER_MS.append(2_000_000 / max(a.elapsed_time(b), 1e-3))
+    return _GATE_CYCLES_PER_MS[0]
+
+
 def time_interleaved(impls: dict[str, Callable[[int], None]], n_sets: int, *,
                      budget_s: float = 0.4, min_batches: int = 5, max_batches: int = 50,
                      target_batch_ms: float = 2.0, warmup: int = 3, warmup_ms: float = 20.0,
@@ -124,6 +148,7 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
     import torch
     stream = torch.cuda.current_stream()
     est: dict[str, float] = {}
+    enq: dict[str, float] = {}                            # host ms to enqueue one call
     for name, call in impls.items():                     # warm-up and a first estimate
         t_end = time.perf_counter() + warmup_ms / 1e3
         i = 0
@@ -137,10 +162,13 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
         t0 = time.perf_counter()
         a.record(stream)
         call(0)
+        enq[name] = (time.perf_counter() - t0) * 1e3
         b.record(stream)
         torch.cuda.synchronize()                          # device-wide: hidden work counts here
         wall = (time.perf_counter() - t0) * 1e3
         est[name] = max(a.elapsed_time(b), wall * 0.5, 1e-4)
+    cpm = _gate_cycles_per_ms()
+    gate = {n: int(min(1.0, max(0.02, 2.0 * enq[n])) * cpm) if cpm else 0 for n in impls}
     k = {n: max(1, min(200, int(target_batch_ms / e))) for n, e in est.items()}
     nb = {n: max(min_batches, min(max_batches, int(budget_s * 1e3 / (e * k[n])))) for n, e in est.items()}
     n_rounds = max(nb.values())
@@ -152,10 +180,13 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
             if r >= nb[name]:
                 continue
             kk = k[name]
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            g, a, b = (torch.cuda.Event(enable_timing=True) for _ in range(3))
             torch.cuda.synchronize()
-            t0 = time.perf_counter()
+            g.record(stream)
+            if gate[name]:
+                torch.cuda._sleep(gate[name])             # the host enqueues while the GPU sleeps
             a.record(stream)
+            t0 = time.perf_counter()
             for i in range(kk):
                 call((kk - 1 - i) % n_sets)               # ends on set 0
             b.record(stream)
@@ -165,7 +196,7 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
             t2 = time.perf_counter()
             per_call[name].append(a.elapsed_time(b) / kk)
             host[name].append((t1 - t0) * 1e3 / kk)
-            synced[name].append((t2 - t0) * 1e3 / kk)
+            synced[name].append(max(0.0, (t2 - t0) * 1e3 - g.elapsed_time(a)) / kk)
     out = {}
     for name, call in impls.items():
         xs = per_call[name]

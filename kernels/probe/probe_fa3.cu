@@ -799,8 +799,8 @@ static void bench(int D, int Dv, int causal, int wl = -1) {
     pairs += (double)(hi - lo + 1);
   }
   const double flops = 2.0 * B * H * pairs * (D + Dv);
-  printf("[info] (g) bf16 B=%d H=%d S=%d D=%d Dv=%d causal=%d wl=%d path=%s: %.3f ms/call, %.0f TFLOP/s\n", B, H, S, D,
-         Dv, causal, wl, fa3::g_last_path == 1 ? "fast" : "fallback", ms, flops / ms / 1e9);
+  printf("[info] (g) variant %d bf16 B=%d H=%d S=%d D=%d Dv=%d causal=%d wl=%d path=%s: %.3f ms/call, %.0f TFLOP/s\n",
+         fa3::variant(), B, H, S, D, Dv, causal, wl, fa3::g_last_path == 1 ? "fast" : "fallback", ms, flops / ms / 1e9);
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(l);
 }
 
@@ -829,13 +829,25 @@ int main(int argc, char** argv) {
     test_b2<192, 64>(rng);   // N = 128 + N = 64 pieces
     test_b2<256, 64>(rng);   // two N = 128 pieces
   }
-  test_f(rng);
-  bench(128, 128, 0);
-  bench(128, 128, 1);
-  bench(64, 64, 0);
-  bench(256, 256, 1);
-  bench(192, 128, 1);
-  bench(128, 128, 1, 1024);
+  // Every consumer schedule (fwd_kernel's VAR, chosen per call by KSEEK_FA3_VARIANT) end to end,
+  // then timed; unset afterwards (the kernel's default).
+  const char* vars[] = {"0", "1", "2"};
+  for (const char* v : vars) {
+    setenv("KSEEK_FA3_VARIANT", v, 1);
+    printf("== (f) with KSEEK_FA3_VARIANT=%s\n", v);
+    fflush(stdout);
+    test_f(rng);
+  }
+  for (const char* v : vars) {
+    setenv("KSEEK_FA3_VARIANT", v, 1);
+    bench(128, 128, 0);
+    bench(128, 128, 1);
+    bench(64, 64, 0);
+    bench(256, 256, 1);
+    bench(192, 128, 1);
+    bench(128, 128, 1, 1024);
+  }
+  unsetenv("KSEEK_FA3_VARIANT");
   printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "ALL PASS", g_fail);
   return g_fail ? 1 : 0;
 }
