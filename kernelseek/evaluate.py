@@ -138,7 +138,9 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
             "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
             "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the kernel or the worker read (e.g. a kernel's A/B switch)
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     so = None
