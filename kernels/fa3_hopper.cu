@@ -1,23 +1,30 @@
 // fa3_hopper.cu: FlashAttention-3-style forward for Hopper (sm_90a), implementing kernels/kseek.h.
 //
-// STATUS: v2, tested on the H200 (2026-11-30): kernels/probe/probe_fa3.cu ALL PASS (building blocks
-// and 37 end-to-end configurations), harness --check-only correct on smoke, optest and hopper.
-// Design, layouts and what changed from v1: kernels/probe/README.md; measurements: kernels/NOTES.md.
+// STATUS: v3 (kernels/NOTES.md has every version's prediction and measurement). Probes, each of
+// which #includes this file: kernels/probe/probe_fa3.cu (prefill), probe_decode.cu (Part D),
+// probe_fp8.cu (Part F). Design and layouts: kernels/probe/README*.md.
 //
-// Two paths in one file:
-//   * fast path (fa3::fwd_kernel<T, D, DV, BN>): bf16/fp16 (out dtype = in dtype), no paged KV,
-//       head dims (D, Dv) in {(64,64), (96,96) [padded to 128], (128,128), (192,128), (192,192),
-//       (256,256)}; dense or varlen (cu_seqlens_q AND cu_seqlens_k; costs one stream sync, see
-//       varlen_totals); seqused_k and leftpad_k (per-sequence key range); causal and/or sliding
-//       window (bottom-right aligned), fully masked K/V tiles skipped; softcap (tanh.approx.f32);
-//       sinks; MHA/GQA/MQA; LSE.
-//     One CTA of 384 threads per (128-row Q tile, query head, sequence): warpgroup 0 = producer (one
-//     thread issues TMA bulk tensor copies of Q once and of K/V tiles of BN keys (128, or 64 for
-//     Dv >= 192) into a 2-stage ring of 128B-swizzled shared memory), warpgroups 1 and 2 = consumers
-//     (64 query rows each): S = Q K^T by wgmma SS, softcap / masks / online softmax in registers,
-//     O += P V by wgmma RS (V N-major), O and LSE stored from registers.
-//   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (paged, fp8, other head
-//     dims, odd strides/alignments, varlen under CUDA-graph capture, non-Hopper devices).
+// Paths, tried in this order by kseek_fwd:
+//   * Part D, split-KV decode (dec::): paged KV (any page size), and dense KV with at most 16 query
+//       rows per KV head; bf16/fp16, D = Dv in {64, 128, 256}; seqused_k, leftpad_k, causal/window,
+//       softcap, sinks, LSE. mma.sync + cp.async, query heads of a KV head packed into one M tile,
+//       split count chosen from the shape and the SM count (num_splits = 0), fp32 partials in the
+//       harness's workspace and a combine kernel.
+//   * Part 3, prefill (fa3::fwd_kernel<T, D, DV, BN, VAR>): bf16/fp16 (out dtype = in dtype), no
+//       paged KV, (D, Dv) in {(64,64), (96,96) [padded to 128], (128,128), (192,128), (192,192),
+//       (256,256)}; dense or varlen (cu_seqlens_q AND cu_seqlens_k; one stream sync, see
+//       varlen_totals); seqused_k, leftpad_k; causal and/or sliding window (bottom-right aligned),
+//       fully masked K/V tiles skipped; softcap (tanh.approx.f32); sinks; MHA/GQA/MQA; LSE.
+//       A persistent grid (one CTA of 384 threads per SM walks 128-row query tiles, longest causal
+//       tiles first): warpgroup 0 produces (one thread issues TMA bulk tensor copies of Q and of K/V
+//       tiles into a 2-stage ring of 128B-swizzled shared memory, mbarriers), warpgroups 1 and 2
+//       consume 64 rows each (S = Q K^T by wgmma SS, softcap / masks / online softmax in
+//       registers, O += P V by wgmma RS), with intra-warpgroup overlap and ping-pong between the
+//       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules).
+//   * Part F, fp8 e4m3 prefill (fa3::f8::): q, k, v e4m3 with descales, o bf16; QK^T and PV by
+//       fp8 wgmma (V transposed in shared memory by the producer warpgroup).
+//   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (other head dims, odd
+//       strides/alignments, varlen under CUDA-graph capture, non-Hopper devices).
 //     KSEEK_FA3_FORCE_FALLBACK=1 forces it (A/B checks).
 #if __has_include("kseek.h")
 #include "kseek.h"
@@ -31,6 +38,7 @@
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
 #include <math.h>
+#include <algorithm>
 #include <stdlib.h>
 #include <type_traits>
 
@@ -609,9 +617,9 @@ struct Smem {
   static constexpr int kK = kQ + kQBytes;
   static constexpr int kV = kK + kStages * kKBytes;
   static constexpr int kBar = kV + kStages * kVBytes;
-  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2]
+  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], q_empty
   static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
-                       kBarVE = kBar + 56;
+                       kBarVE = kBar + 56, kBarQE = kBar + 72;
   static constexpr int kTotal = kBar + 128 + 1024;  // + slack to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
                 "every tile (and chunk) must start on a 1024-byte boundary (swizzle atoms)");
@@ -638,7 +646,58 @@ struct Args {
   float lse_mul;           // m_run * lse_mul = running max in natural-log units
   float cap_in, cap_out;   // softcap: s = cap_out * tanh(s_raw * cap_in)
   int q_swap, k_swap, v_swap;  // 1: the map's dims are {D, H, S, B} instead of {D, S, H, B}
+  int heads, batch;        // Hq, B
+  int m_blocks;            // ceil(Sq / kBM) (varlen: of the longest sequence)
+  int tiles;               // m_blocks * heads * batch work tiles, spread over a persistent grid
 };
+
+// One work tile: 128 query rows of one head of one sequence, and the K/V tiles it visits.
+struct Tile {
+  int m0, h, b, hkv;
+  int sq, sk, diag;          // this sequence's query rows, effective key length, bottom-right offset
+  int n_min, n_max, n_cnt;   // K/V tiles n_min..n_max-1 hold every key some row may see
+  int q_row0, q_coord, k_coord, tb;  // TMA coordinates (varlen: packed rows, batch 0)
+};
+
+// Tile `idx` of the persistent schedule: the longest causal tiles first (m_block descending), then
+// heads of one sequence next to each other (GQA neighbours read the same K/V from L2).
+// Returns false when the tile starts past its sequence's last query row (varlen).
+template <int BN>
+__device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
+  const int hb = a.heads * a.batch;
+  const int m_block = a.m_blocks - 1 - idx / hb;
+  const int r = idx - (idx / hb) * hb;
+  ti.h = r % a.heads;
+  ti.b = r / a.heads;
+  ti.hkv = ti.h / a.group;
+  ti.m0 = m_block * kBM;
+  // this sequence: query rows, key range (same rules as naive::naive_fwd_kernel)
+  int sq = a.sq, cap = a.sk, q_row0 = 0, k_row0 = 0;
+  if (a.cu_q) {
+    q_row0 = a.cu_q[ti.b];
+    sq = a.cu_q[ti.b + 1] - q_row0;
+    k_row0 = a.cu_k[ti.b];
+    cap = a.cu_k[ti.b + 1] - k_row0;
+  }
+  if (ti.m0 >= sq) return false;
+  const int kend = a.seqused ? a.seqused[ti.b] : cap;
+  const int lp = a.leftpad ? a.leftpad[ti.b] : 0;
+  ti.sq = sq;
+  ti.sk = max(0, kend - lp);  // effective key length Sk_b; key j' is stored row lp + j'
+  ti.diag = ti.sk - sq;       // key position of query row 0 (bottom-right alignment)
+  const int row_last = min(ti.m0 + kBM, sq) - 1;
+  int lo = 0, hi = ti.sk - 1;
+  if (a.wl >= 0) lo = max(lo, ti.m0 + ti.diag - a.wl);
+  if (a.wr >= 0) hi = min(hi, row_last + ti.diag + a.wr);
+  ti.n_min = hi >= lo ? lo / BN : 0;
+  ti.n_max = hi >= lo ? hi / BN + 1 : 0;
+  ti.n_cnt = ti.n_max - ti.n_min;
+  ti.q_row0 = q_row0;
+  ti.q_coord = q_row0 + ti.m0;
+  ti.k_coord = k_row0 + lp;
+  ti.tb = a.cu_q ? 0 : ti.b;
+  return true;
+}
 
 // Tensor-map coordinates of (column, row, head, batch) in the map's dimension order.
 __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, uint32_t bar,
@@ -663,40 +722,11 @@ __global__ void __launch_bounds__(kThreads, 1)
   const uint32_t sQ = base + L::kQ, sK = base + L::kK, sV = base + L::kV;
   const uint32_t bar_q = base + L::kBarQ;
 
-  const int m_block = (int)(gridDim.x - 1 - blockIdx.x);  // longest causal tiles first
-  const int h = blockIdx.y, b = blockIdx.z;
-  const int hkv = h / a.group;
-  const int m0 = m_block * kBM;
-
-  // ---- this sequence: query rows, key range (same rules as naive::naive_fwd_kernel) ------------
-  int sq = a.sq, cap = a.sk, q_row0 = 0, k_row0 = 0;
-  if (a.cu_q) {
-    q_row0 = a.cu_q[b];
-    sq = a.cu_q[b + 1] - q_row0;
-    k_row0 = a.cu_k[b];
-    cap = a.cu_k[b + 1] - k_row0;
-  }
-  if (m0 >= sq) return;  // varlen: this sequence is shorter (uniform over the CTA, before barriers)
-  const int kend = a.seqused ? a.seqused[b] : cap;
-  const int lp = a.leftpad ? a.leftpad[b] : 0;
-  const int sk = max(0, kend - lp);  // effective key length Sk_b; key j' is stored row lp + j'
-  const int diag = sk - sq;          // key position of query row 0 (bottom-right alignment)
-  const int row_last = min(m0 + kBM, sq) - 1;
-
-  // K/V tiles n_min..n_max-1 hold every key some row of this tile may see; visited last first.
-  int lo = 0, hi = sk - 1;
-  if (a.wl >= 0) lo = max(lo, m0 + diag - a.wl);
-  if (a.wr >= 0) hi = min(hi, row_last + diag + a.wr);
-  const int n_min = hi >= lo ? lo / BN : 0;
-  const int n_max = hi >= lo ? hi / BN + 1 : 0;
-  const int n_cnt = n_max - n_min;
-
-  const int q_coord = q_row0 + m0;     // TMA row coordinates (varlen: packed rows, batch 0)
-  const int k_coord = k_row0 + lp;
-  const int tb = a.cu_q ? 0 : b;
+  const uint32_t bar_qe = base + L::kBarQE;
 
   if (threadIdx.x == 0) {
     mbar_init(bar_q, 1);
+    mbar_init(bar_qe, kConsumerWarps);
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       mbar_init(base + L::kBarKF + 8 * s, 1);
@@ -708,35 +738,46 @@ __global__ void __launch_bounds__(kThreads, 1)
   }
   __syncthreads();  // the last CTA-wide barrier: the roles below never meet again
 
+  // Persistent: this CTA runs tiles blockIdx.x, blockIdx.x + gridDim.x, ... Producer and consumers
+  // walk the same sequence; `kv` counts K/V tiles over all of them (ring stage kv % 2, phase
+  // (kv / 2) % 2) and `qi` the Q loads (Q buffer phase qi % 2), so the producer loads the next
+  // tile's Q and K/V while the consumers finish the current one.
   const int wg = threadIdx.x >> 7;
   if (wg == 0) {
     // ------------------------------------------------------------------ producer warpgroup
     setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0 && n_cnt > 0) {
+    if (threadIdx.x == 0) {
       prefetch_tmap(&tq);
       prefetch_tmap(&tk);
       prefetch_tmap(&tv);
-      mbar_arrive_expect_tx(bar_q, L::kQBytes);
-#pragma unroll
-      for (int c = 0; c < D / 64; ++c)
-        tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, q_coord, h, tb, a.q_swap);
-      for (int it = 0; it < n_cnt; ++it) {
-        const int n_block = n_max - 1 - it;
-        const int stage = it & 1;
-        const uint32_t ph = (it >> 1) & 1;
-        const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
-        mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
-        mbar_arrive_expect_tx(kf, L::kKBytes);
+      int kv = 0, qi = 0;
+      for (int idx = blockIdx.x; idx < a.tiles; idx += gridDim.x) {
+        Tile ti;
+        if (!tile_at<BN>(a, idx, ti) || ti.n_cnt == 0) continue;
+        mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q
+        mbar_arrive_expect_tx(bar_q, L::kQBytes);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c)
-          tma_tile(sK + stage * L::kKBytes + c * BN * 128, &tk, kf, 64 * c, k_coord + n_block * BN,
-                   hkv, tb, a.k_swap);
-        mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
-        mbar_arrive_expect_tx(vf, L::kVBytes);
+          tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, ti.q_coord, ti.h, ti.tb, a.q_swap);
+        ++qi;
+        for (int it = 0; it < ti.n_cnt; ++it, ++kv) {
+          const int n_block = ti.n_max - 1 - it;
+          const int stage = kv & 1;
+          const uint32_t ph = (kv >> 1) & 1;
+          const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
+          mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
+          mbar_arrive_expect_tx(kf, L::kKBytes);
 #pragma unroll
-        for (int c = 0; c < DV / 64; ++c)
-          tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, k_coord + n_block * BN,
-                   hkv, tb, a.v_swap);
+          for (int c = 0; c < D / 64; ++c)
+            tma_tile(sK + stage * L::kKBytes + c * BN * 128, &tk, kf, 64 * c, ti.k_coord + n_block * BN,
+                     ti.hkv, ti.tb, a.k_swap);
+          mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
+          mbar_arrive_expect_tx(vf, L::kVBytes);
+#pragma unroll
+          for (int c = 0; c < DV / 64; ++c)
+            tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, ti.k_coord + n_block * BN,
+                     ti.hkv, ti.tb, a.v_swap);
+        }
       }
     }
   } else {
@@ -745,231 +786,252 @@ __global__ void __launch_bounds__(kThreads, 1)
     const int cw = wg - 1;                 // rows 64cw..64cw+63 of the Q tile
     const int t = threadIdx.x & 127;
     const int lane = t & 31;
-    const int row0 = m0 + 64 * cw + acc_row(t, 0);  // query row of elements i%4 in {0,1}; +8 for {2,3}
-
-    // visible keys of this thread's two rows: klo[r] <= j' <= khi[r]
-    int klo[2], khi[2];
-#pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row0 + 8 * r;
-      khi[r] = sk - 1;
-      if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
-      klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
-    }
-
-    float o[DV / 2];
-#pragma unroll
-    for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
-    float m_run[2] = {-INFINITY, -INFINITY};  // running max of the score (raw or capped) per row
-    float l_run[2] = {0.f, 0.f};              // this thread's partial sum of exp, per row
-
-    const uint32_t sQw = sQ + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
-    float s[NS];                              // S tile (64 x BN over the warpgroup), then P in fp32
-    uint32_t pa[NS / 8][4];                   // P as wgmma A fragments (bf16/fp16)
-    float corr[2];                            // rescale of O and l for the tile just scored
-
-    // S = Q K^T of tile `it` into s: wait for K, issue, commit (one wgmma group); not waited here.
-    auto issue_s = [&](int it) {
-      mbar_wait(base + L::kBarKF + 8 * (it & 1), (it >> 1) & 1);
-      const uint32_t kst = sK + (it & 1) * L::kKBytes;
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks)
-        wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(kst, BN, ks), ks > 0 ? 1 : 0);
-      wgmma_commit();
-    };
-    // After S of tile `it` has landed: free its K stage.
-    auto release_k = [&](int it) {
-      fence_regs(s);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * (it & 1));
-    };
-    // Softcap, masks, online softmax of s (tile `it`): s becomes P in fp32, m_run/l_run advance,
-    // corr = the factor O must be multiplied by before P V of this tile is added.
-    auto softmax = [&](int it) {
-      const int n0 = (n_max - 1 - it) * BN;
-      if (a.softcap_on) {  // before masking: garbage/NaN keys past the end are overwritten below
-#pragma unroll
-        for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * a.cap_in);
-      }
-      // mask: keys past Sk_b, right window (causal), left window; only tiles that need it
-      if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
-          (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
-#pragma unroll
-        for (int i = 0; i < NS; ++i) {
-          const int col = n0 + acc_col(t, i);
-          const int r = (i >> 1) & 1;
-          if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
-        }
-      }
-      // rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4
-      float mx[2] = {m_run[0], m_run[1]};
-#pragma unroll
-      for (int j = 0; j < NS / 4; ++j) {
-        mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
-        mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
-      }
-      float sub[2];
-#pragma unroll
-      for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
-        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
-        sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * a.scale_log2;  // all masked so far: exp2(-inf)=0
-        corr[r] = ex2(m_run[r] * a.scale_log2 - sub[r]);           // m_run = -inf: 0 (o, l are 0)
-        m_run[r] = mx[r];
-        l_run[r] *= corr[r];
-      }
-#pragma unroll
-      for (int j = 0; j < NS / 4; ++j) {
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          const int r = e >> 1;
-          s[4 * j + e] = ex2(fmaf(s[4 * j + e], a.scale_log2, -sub[r]));
-          l_run[r] += s[4 * j + e];
-        }
-      }
-    };
-    auto rescale_o = [&]() {
-#pragma unroll
-      for (int j = 0; j < DV / 8; ++j) {
-        o[4 * j] *= corr[0];
-        o[4 * j + 1] *= corr[0];
-        o[4 * j + 2] *= corr[1];
-        o[4 * j + 3] *= corr[1];
-      }
-    };
-    // O += P V of tile `it` (P in pa): wait for V, zero untrusted V rows, issue, commit.
-    auto issue_pv = [&](int it) {
-      const int n0 = (n_max - 1 - it) * BN;
-      const uint32_t vst = sV + (it & 1) * L::kVBytes;
-      mbar_wait(base + L::kBarVF + 8 * (it & 1), (it >> 1) & 1);
-      if (a.vzero && n0 + BN > sk) {
-        // V rows of keys >= Sk_b were loaded from memory we must not trust (next sequence, unused
-        // cache slots: possibly NaN/Inf, and 0 * NaN = NaN in the wgmma). Zero them in shared
-        // memory; whole 128-byte rows, so the swizzle does not matter. Both consumer warpgroups
-        // write the same zeros (benign); each fences and syncs its own 128 threads before its wgmma.
-        const int zr = max(0, sk - n0);
-        const int units = (BN - zr) * 8;  // 16-byte units per 64-column chunk
-#pragma unroll
-        for (int c = 0; c < DV / 64; ++c)
-          for (int u = t; u < units; u += 128)
-            st_shared_zero16(vst + (uint32_t)(c * BN * 128 + zr * 128 + u * 16));
-        fence_proxy_async_smem();
-        named_bar_sync(1 + cw, 128);
-      }
-      fence_regs(o);   // the rescale of o and the packing of pa happen before wgmma.fence
-      fence_regs(pa);
-      wgmma_fence();
-#pragma unroll
-      for (int ks = 0; ks < BN / 16; ++ks) pv_step<F16, DV, BN>(o, pa[ks], vst, ks);
-      wgmma_commit();
-    };
-    auto release_v = [&](int it) {
-      fence_regs(o);
-      __syncwarp();
-      if (lane == 0) mbar_arrive(base + L::kBarVE + 8 * (it & 1));
-    };
-
     // Ping-pong (VAR 2): a warpgroup takes its turn (bar.sync on barrier 3 + cw, 256 threads)
     // before issuing GEMMs and hands it over (bar.arrive on the other's barrier) after issuing.
-    // Both warpgroups visit the same n_cnt tiles and take n_cnt + 1 turns; warpgroup 1 hands over
-    // first (so warpgroup 0 starts) and skips its last hand-over, so no arrival is left pending.
-    int turns = 0;
+    // Both warpgroups take the same turns (same tiles, same K/V tiles); warpgroup 1 hands over
+    // once before the first turn (warpgroup 0 starts) and warpgroup 0 takes one extra turn after
+    // the last tile, so no arrival is left pending when the CTA exits.
     auto take_turn = [&]() {
       if constexpr (VAR == 2) named_bar_sync(3 + cw, 256);
     };
     auto pass_turn = [&]() {
-      if constexpr (VAR == 2) {
-        ++turns;
-        if (!(cw == 1 && turns == n_cnt + 1)) named_bar_arrive(3 + (cw ^ 1), 256);
-      }
+      if constexpr (VAR == 2) named_bar_arrive(3 + (cw ^ 1), 256);
     };
-    if (n_cnt > 0) {
-      mbar_wait(bar_q, 0);
-      if constexpr (VAR == 2) {
-        if (cw == 1) named_bar_arrive(3, 256);
-      }
-      if constexpr (VAR >= 1) {
-        // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
-        // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
-        // runs on the tensor cores. O is rescaled once P V of tile it has landed.
-        take_turn();
-        issue_s(0);
-        pass_turn();
-        wgmma_wait<0>();
-        release_k(0);
-        softmax(0);  // o = 0: no rescale
-        acc_to_a<F16>(s, pa);
-        for (int it = 1; it < n_cnt; ++it) {
-          take_turn();
-          issue_s(it);
-          issue_pv(it - 1);
-          pass_turn();
-          wgmma_wait<1>();  // S of tile it (the older group) has landed; P V may still run
-          release_k(it);
-          softmax(it);
-          wgmma_wait<0>();
-          fence_regs(pa);   // pa was read by the P V wgmma until here: keep it from being reused
-          release_v(it - 1);
-          rescale_o();
-          acc_to_a<F16>(s, pa);
-        }
-        take_turn();
-        issue_pv(n_cnt - 1);
-        pass_turn();
-        wgmma_wait<0>();
-        release_v(n_cnt - 1);
-      } else {
-        for (int it = 0; it < n_cnt; ++it) {
-          issue_s(it);
-          wgmma_wait<0>();
-          release_k(it);
-          softmax(it);
-          rescale_o();
-          acc_to_a<F16>(s, pa);
-          issue_pv(it);
-          wgmma_wait<0>();
-          release_v(it);
-        }
-      }
+    if constexpr (VAR == 2) {
+      if (cw == 1) named_bar_arrive(3, 256);
     }
+    int kv = 0, qi = 0;
+    for (int idx = blockIdx.x; idx < a.tiles; idx += gridDim.x) {
+      Tile ti;
+      if (!tile_at<BN>(a, idx, ti)) continue;
+      const int m0 = ti.m0, sq = ti.sq, sk = ti.sk, diag = ti.diag;
+      const int n_max = ti.n_max, n_cnt = ti.n_cnt, h = ti.h, b = ti.b, q_row0 = ti.q_row0;
+      const int row0 = m0 + 64 * cw + acc_row(t, 0);  // query row of elements i%4 in {0,1}; +8 for {2,3}
 
-    // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
+      // visible keys of this thread's two rows: klo[r] <= j' <= khi[r]
+      int klo[2], khi[2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
-      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
-    }
-    T* obase = (T*)a.o + (a.cu_q ? (int64_t)q_row0 * a.o_rs : (int64_t)b * a.o_bs) + (int64_t)h * a.o_hs;
-    float* lbase = a.lse ? a.lse + (a.cu_q ? (int64_t)q_row0 : (int64_t)b * a.lse_bs) + (int64_t)h * a.lse_hs
-                         : nullptr;
-    const float sink = a.sinks ? a.sinks[h] : 0.f;
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        khi[r] = sk - 1;
+        if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
+        klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
+      }
+
+      float o[DV / 2];
 #pragma unroll
-    for (int r = 0; r < 2; ++r) {
-      const int row = row0 + 8 * r;
-      if (row < sq) {
-        float inv = 0.f, lse = -INFINITY;
-        if (l_run[r] > 0.f) {  // at least one visible key (its exp is 1)
-          const float m_nat = m_run[r] * a.lse_mul;  // running max in natural-log units
-          if (a.sinks) {
-            const float mn = fmaxf(m_nat, sink);
-            const float e = expf(m_nat - mn);
-            const float den = l_run[r] * e + expf(sink - mn);
-            inv = e / den;
-            lse = mn + logf(den);
-          } else {
-            inv = 1.f / l_run[r];
-            lse = m_nat + logf(l_run[r]);
+      for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
+      float m_run[2] = {-INFINITY, -INFINITY};  // running max of the score (raw or capped) per row
+      float l_run[2] = {0.f, 0.f};              // this thread's partial sum of exp, per row
+
+      const uint32_t sQw = sQ + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
+      float s[NS];                              // S tile (64 x BN over the warpgroup), then P in fp32
+      uint32_t pa[NS / 8][4];                   // P as wgmma A fragments (bf16/fp16)
+      float corr[2];                            // rescale of O and l for the tile just scored
+
+      // S = Q K^T of tile `it` into s: wait for K, issue, commit (one wgmma group); not waited here.
+      auto issue_s = [&](int it) {
+        const int g = kv + it;  // position in the K/V ring over all tiles of this CTA
+        mbar_wait(base + L::kBarKF + 8 * (g & 1), (g >> 1) & 1);
+        const uint32_t kst = sK + (g & 1) * L::kKBytes;
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < D / 16; ++ks)
+          wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(kst, BN, ks), ks > 0 ? 1 : 0);
+        wgmma_commit();
+      };
+      // After S of tile `it` has landed: free its K stage.
+      auto release_k = [&](int it) {
+        fence_regs(s);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * ((kv + it) & 1));
+      };
+      // Softcap, masks, online softmax of s (tile `it`): s becomes P in fp32, m_run/l_run advance,
+      // corr = the factor O must be multiplied by before P V of this tile is added.
+      auto softmax = [&](int it) {
+        const int n0 = (n_max - 1 - it) * BN;
+        if (a.softcap_on) {  // before masking: garbage/NaN keys past the end are overwritten below
+#pragma unroll
+          for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * a.cap_in);
+        }
+        // mask: keys past Sk_b, right window (causal), left window; only tiles that need it
+        if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
+            (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
+#pragma unroll
+          for (int i = 0; i < NS; ++i) {
+            const int col = n0 + acc_col(t, i);
+            const int r = (i >> 1) & 1;
+            if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
           }
         }
-        T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
+        // rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4
+        float mx[2] = {m_run[0], m_run[1]};
 #pragma unroll
-        for (int j = 0; j < DV / 8; ++j)
-          if (8 * j < a.dv)  // padded Dv (96 as 128): columns >= dv are not stored
-            *reinterpret_cast<uint32_t*>(orow + 8 * j) =
-                pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
-        if (lbase && (t & 3) == 0) lbase[row] = lse;
+        for (int j = 0; j < NS / 4; ++j) {
+          mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+          mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+        }
+        float sub[2];
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+          mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+          sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * a.scale_log2;  // all masked so far: exp2(-inf)=0
+          corr[r] = ex2(m_run[r] * a.scale_log2 - sub[r]);           // m_run = -inf: 0 (o, l are 0)
+          m_run[r] = mx[r];
+          l_run[r] *= corr[r];
+        }
+#pragma unroll
+        for (int j = 0; j < NS / 4; ++j) {
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int r = e >> 1;
+            s[4 * j + e] = ex2(fmaf(s[4 * j + e], a.scale_log2, -sub[r]));
+            l_run[r] += s[4 * j + e];
+          }
+        }
+      };
+      auto rescale_o = [&]() {
+#pragma unroll
+        for (int j = 0; j < DV / 8; ++j) {
+          o[4 * j] *= corr[0];
+          o[4 * j + 1] *= corr[0];
+          o[4 * j + 2] *= corr[1];
+          o[4 * j + 3] *= corr[1];
+        }
+      };
+      // O += P V of tile `it` (P in pa): wait for V, zero untrusted V rows, issue, commit.
+      auto issue_pv = [&](int it) {
+        const int n0 = (n_max - 1 - it) * BN;
+        const int g = kv + it;
+        const uint32_t vst = sV + (g & 1) * L::kVBytes;
+        mbar_wait(base + L::kBarVF + 8 * (g & 1), (g >> 1) & 1);
+        if (a.vzero && n0 + BN > sk) {
+          // V rows of keys >= Sk_b were loaded from memory we must not trust (next sequence, unused
+          // cache slots: possibly NaN/Inf, and 0 * NaN = NaN in the wgmma). Zero them in shared
+          // memory; whole 128-byte rows, so the swizzle does not matter. Both consumer warpgroups
+          // write the same zeros (benign); each fences and syncs its own 128 threads before its wgmma.
+          const int zr = max(0, sk - n0);
+          const int units = (BN - zr) * 8;  // 16-byte units per 64-column chunk
+#pragma unroll
+          for (int c = 0; c < DV / 64; ++c)
+            for (int u = t; u < units; u += 128)
+              st_shared_zero16(vst + (uint32_t)(c * BN * 128 + zr * 128 + u * 16));
+          fence_proxy_async_smem();
+          named_bar_sync(1 + cw, 128);
+        }
+        fence_regs(o);   // the rescale of o and the packing of pa happen before wgmma.fence
+        fence_regs(pa);
+        wgmma_fence();
+#pragma unroll
+        for (int ks = 0; ks < BN / 16; ++ks) pv_step<F16, DV, BN>(o, pa[ks], vst, ks);
+        wgmma_commit();
+      };
+      auto release_v = [&](int it) {
+        fence_regs(o);
+        __syncwarp();
+        if (lane == 0) mbar_arrive(base + L::kBarVE + 8 * ((kv + it) & 1));
+      };
+
+      // The Q buffer is free once the last S of this tile has landed (before the last P V).
+      auto release_q = [&]() {
+        __syncwarp();
+        if (lane == 0) mbar_arrive(bar_qe);
+      };
+      if (n_cnt > 0) {
+        mbar_wait(bar_q, qi & 1);
+        if constexpr (VAR >= 1) {
+          // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
+          // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
+          // runs on the tensor cores. O is rescaled once P V of tile it has landed.
+          take_turn();
+          issue_s(0);
+          pass_turn();
+          wgmma_wait<0>();
+          release_k(0);
+          softmax(0);  // o = 0: no rescale
+          acc_to_a<F16>(s, pa);
+          for (int it = 1; it < n_cnt; ++it) {
+            take_turn();
+            issue_s(it);
+            issue_pv(it - 1);
+            pass_turn();
+            wgmma_wait<1>();  // S of tile it (the older group) has landed; P V may still run
+            release_k(it);
+            softmax(it);
+            wgmma_wait<0>();
+            fence_regs(pa);   // pa was read by the P V wgmma until here: keep it from being reused
+            release_v(it - 1);
+            rescale_o();
+            acc_to_a<F16>(s, pa);
+          }
+          release_q();
+          take_turn();
+          issue_pv(n_cnt - 1);
+          pass_turn();
+          wgmma_wait<0>();
+          release_v(n_cnt - 1);
+        } else {
+          for (int it = 0; it < n_cnt; ++it) {
+            issue_s(it);
+            wgmma_wait<0>();
+            release_k(it);
+            if (it == n_cnt - 1) release_q();
+            softmax(it);
+            rescale_o();
+            acc_to_a<F16>(s, pa);
+            issue_pv(it);
+            wgmma_wait<0>();
+            release_v(it);
+          }
+        }
       }
+
+      if (n_cnt > 0) {
+        ++qi;
+        kv += n_cnt;
+      }
+
+      // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+        l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+      }
+      T* obase = (T*)a.o + (a.cu_q ? (int64_t)q_row0 * a.o_rs : (int64_t)b * a.o_bs) + (int64_t)h * a.o_hs;
+      float* lbase = a.lse ? a.lse + (a.cu_q ? (int64_t)q_row0 : (int64_t)b * a.lse_bs) + (int64_t)h * a.lse_hs
+                           : nullptr;
+      const float sink = a.sinks ? a.sinks[h] : 0.f;
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        const int row = row0 + 8 * r;
+        if (row < sq) {
+          float inv = 0.f, lse = -INFINITY;
+          if (l_run[r] > 0.f) {  // at least one visible key (its exp is 1)
+            const float m_nat = m_run[r] * a.lse_mul;  // running max in natural-log units
+            if (a.sinks) {
+              const float mn = fmaxf(m_nat, sink);
+              const float e = expf(m_nat - mn);
+              const float den = l_run[r] * e + expf(sink - mn);
+              inv = e / den;
+              lse = mn + logf(den);
+            } else {
+              inv = 1.f / l_run[r];
+              lse = m_nat + logf(l_run[r]);
+            }
+          }
+          T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
+#pragma unroll
+          for (int j = 0; j < DV / 8; ++j)
+            if (8 * j < a.dv)  // padded Dv (96 as 128): columns >= dv are not stored
+              *reinterpret_cast<uint32_t*>(orow + 8 * j) =
+                  pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+          if (lbase && (t & 3) == 0) lbase[row] = lse;
+        }
+      }
+    }  // tiles
+    if constexpr (VAR == 2) {
+      if (cw == 0) named_bar_sync(3, 256);  // absorb warpgroup 1's last hand-over
     }
   }
 }
@@ -1131,6 +1193,21 @@ inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* t
 // kernel's int arithmetic row + diag +- w cannot overflow).
 inline int clamp_window(int w) { return (w < 0 || w >= (1 << 29)) ? -1 : w; }
 
+// Streaming multiprocessors of the current device (cached per device; 0 on error).
+inline int sm_count() {
+  static int cache[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return 0;
+  if (dev >= 0 && dev < 64 && cache[dev]) return cache[dev];
+  int n = 0;
+  if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev >= 0 && dev < 64) cache[dev] = n;
+  return n;
+}
+
 // The consumer schedule (fwd_kernel's VAR): 2 (measured fastest on every probe shape, NOTES v3);
 // KSEEK_FA3_VARIANT=0/1/2 overrides it for A/B runs.
 inline int variant() {
@@ -1217,7 +1294,15 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
     a.lse_mul = p->scale;
   }
 
-  const dim3 grid((unsigned)((p->seqlen_q + kBM - 1) / kBM), (unsigned)p->heads_q, (unsigned)p->batch);
+  a.heads = p->heads_q;
+  a.batch = p->batch;
+  a.m_blocks = (p->seqlen_q + kBM - 1) / kBM;
+  const int64_t tiles = (int64_t)a.m_blocks * p->heads_q * p->batch;
+  if (tiles <= 0 || tiles >= (int64_t)1 << 31) return -1;
+  a.tiles = (int)tiles;
+  const int sms = sm_count();
+  if (sms <= 0) return -1;
+  const dim3 grid((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most
   switch (variant()) {
     case 0: return start<T, D, DV, BN, 0>(grid, stream, tq, tk, tv, a);
     case 1: return start<T, D, DV, BN, 1>(grid, stream, tq, tk, tv, a);
@@ -1247,8 +1332,1529 @@ inline int fwd(const kseek_params* p, cudaStream_t stream) {
 }  // namespace fa3
 
 // =================================================================================================
+// Part F: fp8 e4m3 fast path (q, k, v e4m3 with per (batch, KV head) descales, o bf16)
+// =================================================================================================
+// Self-contained: uses Parts 2 and 4 (mbarrier/TMA/wgmma helpers, acc_row/acc_col, pack2, ex2,
+// tanh_approx, encode_fn, device_is_sm90, force_fallback, varlen_totals, clamp_window, shape_ok,
+// Args) and changes none of them. Entry point: fa3::f8::fwd (called from kseek_fwd when fa3::fwd
+// declined). Design notes: kernels/wip/README_fp8.md.
+//
+//   * Shared memory tiles of 1-byte elements: a tile of R rows x C bytes is C/CW chunks of R x CW
+//     bytes (CW = 128: 128B swizzle, one swizzle atom = 8 rows x 128 B; CW = 64: 64B swizzle,
+//     atom 8 rows x 64 B), chunk c at c*R*CW; 16-byte unit u of row r stored at unit
+//     u ^ (r % 8) (CW = 128) or u ^ ((r / 2) % 4) (CW = 64): TMA's SWIZZLE_128B / SWIZZLE_64B on
+//     a box of CW bytes, and the canonical K-major swizzled layout wgmma reads.
+//   * S = Q K^T: wgmma m64n{BN}k32 .e4m3.e4m3 SS, Q and K K-major as loaded (rows = M / N, the
+//     head dim = K). One k-step = 32 bytes of a row.
+//   * O += P V: fp8 wgmma takes K-major B only, so V ([key][dv] as loaded) is transposed in shared
+//     memory by the producer warpgroup (ldmatrix.trans + prmt + stmatrix) into Vt [dv][key slot],
+//     one chunk of BN bytes per row (CW = BN), read by wgmma m64nNk32 RS with P (e4m3) in
+//     registers. The key order inside each 32-key k-step of Vt is permuted (see vt_key) so that
+//     the S accumulator converts to the fp8 A fragment without any shuffle.
+//   * Descales: q_descale*k_descale folded into the softmax multipliers (per CTA), v_descale into
+//     the epilogue.
+namespace fa3 {
+namespace f8 {
+
+constexpr int kProducerBar = 3;  // named barrier of the producer warpgroup (1, 2: consumers)
+// setmaxnreg targets: the producer warpgroup transposes V (all 128 threads), so it gets 40 registers
+// instead of 24; the pool at launch is 168 x 384, so consumers get 232 (128*40 + 256*232 = 64512).
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
+
+// ---- layouts -----------------------------------------------------------------------------------
+// Byte offset of (row, col) in a tile of `rows` rows stored in chunks of cw (64 or 128) bytes.
+__host__ __device__ __forceinline__ uint32_t swz8(int row, int col, int rows, int cw) {
+  const int chunk = col / cw;
+  const int in = col & (cw - 1);
+  const int x = cw == 128 ? (row & 7) : ((row >> 1) & 3);
+  return (uint32_t)(chunk * rows * cw + row * cw + (((in >> 4) ^ x) << 4) + (in & 15));
+}
+
+// Key (0..31, relative to the k-step) whose value sits in slot `slot` of a 32-slot k-step of Vt,
+// and, equally, the S column that the fp8 A fragment's element `slot` carries (acc_to_a8).
+// Slots 4q..4q+3 of each 16-slot half hold keys 2q, 2q+1, 2q+8, 2q+9 of that half: exactly the
+// S columns thread q of a quad owns in the f32 accumulator (cols 8j + 2q + {0,1}, j = 0, 1).
+__host__ __device__ __forceinline__ int vt_key(int slot) {
+  const int half = slot & 16, q = (slot >> 2) & 3, i = slot & 3;
+  return half + 2 * q + (i & 1) + 8 * (i >> 1);
+}
+
+// ---- wgmma descriptors for 1-byte K-major operands (PTX ISA "Matrix Descriptor Format") --------
+// start >> 4 in bits 0-13; LBO (unused for swizzled K-major: a k-step never leaves the swizzle
+// row) = 16 B; SBO = 8 rows * cw (next 8-row group); base offset 0 (every chunk is 1024-aligned);
+// bits 62-63: 1 = 128B swizzle, 2 = 64B swizzle.
+__host__ __device__ __forceinline__ uint64_t desc8(uint32_t saddr, int cw) {
+  uint64_t d = (uint64_t)((saddr & 0x3FFFF) >> 4);
+  d |= (uint64_t)1 << 16;
+  d |= (uint64_t)((8 * cw) >> 4) << 32;
+  d |= (uint64_t)(cw == 128 ? 1 : 2) << 62;
+  return d;
+}
+// k-step ks (bytes 32ks..32ks+31 of every row) of a K-major tile of `rows` rows in cw chunks.
+// Inside a swizzle row the step is a plain +32 on the start address (the XOR uses address bits).
+__host__ __device__ __forceinline__ uint64_t desc8_k(uint32_t tile, int rows, int ks, int cw) {
+  const int kb = 32 * ks;
+  return desc8(tile + (uint32_t)((kb / cw) * rows * cw + (kb % cw)), cw);
+}
+
+// ---- fp8 wgmma (m64nNk32, f32 += e4m3 * e4m3; fp8 has no transpose immediates) ----------------
+#define F8_D8(o) "+f"(d[(o)]), "+f"(d[(o) + 1]), "+f"(d[(o) + 2]), "+f"(d[(o) + 3]), \
+                 "+f"(d[(o) + 4]), "+f"(d[(o) + 5]), "+f"(d[(o) + 6]), "+f"(d[(o) + 7])
+#define F8_D32(o) F8_D8(o), F8_D8((o) + 8), F8_D8((o) + 16), F8_D8((o) + 24)
+#define F8_R32 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21," \
+               "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31}"
+#define F8_R64 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21," \
+               "%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41," \
+               "%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61," \
+               "%62,%63}"
+
+// SS: D[64 x 128] (+)= A[64 x 32] (desc) * B[32 x 128] (desc, K-major)
+__device__ __forceinline__ void wgmma_ss(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " F8_R64 ", %64, %65, p, 1, 1;\n}\n"
+               : F8_D32(0), F8_D32(32)
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+// SS: D[64 x 64] (+)= A[64 x 32] * B[32 x 64]
+__device__ __forceinline__ void wgmma_ss(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %34, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " F8_R32 ", %32, %33, p, 1, 1;\n}\n"
+               : F8_D32(0)
+               : "l"(da), "l"(db), "r"(scale_d));
+}
+// RS: D[64 x 128] += A[64 x 32] (4 x b32 = 16 e4m3 per thread) * B[32 x 128] (desc, K-major)
+__device__ __forceinline__ void wgmma_rs(float (&d)[64], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n128k32.f32.e4m3.e4m3 " F8_R64
+               ", {%64,%65,%66,%67}, %68, 1, 1, 1;\n"
+               : F8_D32(0), F8_D32(32)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// RS: D[64 x 64] += A[64 x 32] * B[32 x 64]
+__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile("wgmma.mma_async.sync.aligned.m64n64k32.f32.e4m3.e4m3 " F8_R32
+               ", {%32,%33,%34,%35}, %36, 1, 1, 1;\n"
+               : F8_D32(0)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+#undef F8_D8
+#undef F8_D32
+#undef F8_R32
+#undef F8_R64
+
+// ---- P (f32 accumulator) -> fp8 A fragments ----------------------------------------------------
+// Four floats to one .b32 of four e4m3 (x0 in the low byte). cvt ... e4m3x2.f32 d, a, b puts a in
+// the upper byte and b in the lower one. P is in [0, 1]: satfinite never clips it.
+__device__ __forceinline__ uint32_t pack_e4m3x4(float x0, float x1, float x2, float x3) {
+  uint32_t r;
+  asm("{\n.reg .b16 lo, hi;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 lo, %2, %1;\n"
+      "cvt.rn.satfinite.e4m3x2.f32 hi, %4, %3;\n"
+      "mov.b32 %0, {lo, hi};\n}\n"
+      : "=r"(r)
+      : "f"(x0), "f"(x1), "f"(x2), "f"(x3));
+  return r;
+}
+// The fp8 A fragment of wgmma m64nNk32 (like mma.m16n8k32's per warp): a[0] = row r, k 4q..4q+3;
+// a[1] = row r+8, k 4q..4q+3; a[2] = row r, k 16+4q..; a[3] = row r+8, k 16+4q.. (r = 16*warp +
+// lane/4, q = lane%4, low byte = lowest k). With the slot -> key order of vt_key, k-step kk of a
+// 64 x N S accumulator is its elements 16kk..16kk+15 in this order (no data leaves the thread).
+template <int NS>
+__device__ __forceinline__ void acc_to_a8(const float (&s)[NS], uint32_t (&a)[NS / 16][4]) {
+#pragma unroll
+  for (int kk = 0; kk < NS / 16; ++kk) {
+    const float* x = &s[16 * kk];
+    a[kk][0] = pack_e4m3x4(x[0], x[1], x[4], x[5]);
+    a[kk][1] = pack_e4m3x4(x[2], x[3], x[6], x[7]);
+    a[kk][2] = pack_e4m3x4(x[8], x[9], x[12], x[13]);
+    a[kk][3] = pack_e4m3x4(x[10], x[11], x[14], x[15]);
+  }
+}
+
+// ---- V transpose in shared memory (producer warpgroup) -----------------------------------------
+__device__ __forceinline__ void ldsm_x4_trans(uint32_t addr, uint32_t& r0, uint32_t& r1, uint32_t& r2,
+                                              uint32_t& r3) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];"
+               : "=r"(r0), "=r"(r1), "=r"(r2), "=r"(r3)
+               : "r"(addr)
+               : "memory");
+}
+__device__ __forceinline__ void stsm_x4(uint32_t addr, uint32_t r0, uint32_t r1, uint32_t r2, uint32_t r3) {
+  asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};" ::"r"(addr), "r"(r0),
+               "r"(r1), "r"(r2), "r"(r3)
+               : "memory");
+}
+__device__ __forceinline__ uint32_t prmt(uint32_t a, uint32_t b, uint32_t sel) {
+  uint32_t d;
+  asm("prmt.b32 %0, %1, %2, %3;" : "=r"(d) : "r"(a), "r"(b), "r"(sel));
+  return d;
+}
+// A register from ldmatrix.trans holds keys k (bytes 0, 1) and k + 1 (bytes 2, 3); zero the
+// bytes of keys >= zr (rows past the sequence's end: may be NaN, and 0 * NaN = NaN in the MMA).
+__device__ __forceinline__ uint32_t mask_keys(uint32_t r, int k, int zr) {
+  return k >= zr ? 0u : (k + 1 >= zr ? (r & 0xFFFFu) : r);
+}
+
+// One warp's share of transposing a raw V tile (BN keys x DV bytes, chunks of CW bytes) into Vt
+// (DV rows x BN key slots, one chunk of BN bytes). Work unit: 32 keys x 16 dv.
+//   ldmatrix.x4.trans, matrix m = keys 32g+8m..+7 x dv 16h..16h+15 (lane t gives the row of key
+//     32g+t): lane (p = t/4, q = t%4) gets r_m = {V[k][2p], V[k][2p+1], V[k+1][2p], V[k+1][2p+1]}
+//     (dv relative to 16h, k = 32g + 8m + 2q);
+//   prmt: w0 = {r0.b0, r0.b2, r1.b0, r1.b2} = Vt[16h+2p][slots 32g+4q..+3] (keys 2q, 2q+1, 2q+8,
+//     2q+9: vt_key), w1 = same for row 16h+2p+1 (bytes 1, 3), w2/w3 = the same from r2/r3 for
+//     slots 32g+16+4q..;
+//   stmatrix.x4 (no trans): matrix j's row p is Vt row 16h + 2p + ((j&1) ^ (p>=4)), slots
+//     32g + 16(j>>1)..+15 (lane t supplies the address of row t%8 of matrix t/8). Rows p >= 4 take
+//     the odd row in matrices 0/2 (the prmt selectors swap w0/w1 for lanes 16..31) so that the 8
+//     rows of one matrix fall in 8 different 16-byte bank groups of the swizzled Vt (with rows
+//     16h+2p only, rows p and p+4 would share a group: a 2-way bank conflict on every store).
+// zr < BN: keys zr..BN-1 are written as zeros.
+template <int DV, int BN, int CW>
+__device__ __forceinline__ void transpose_v(uint32_t raw, uint32_t vt, int warp, int lane, int zr) {
+  constexpr int HB = DV / 16;
+  constexpr int NBLK = (BN / 32) * HB;
+  static_assert(NBLK % 4 == 0, "blocks split evenly over the 4 producer warps");
+  const int q2 = 2 * (lane & 3);
+  const int srow = 2 * (lane & 7) + (((lane >> 3) & 1) ^ ((lane >> 2) & 1));  // stmatrix row in 16 dv rows
+  const int sslot = 16 * (lane >> 4);                                        // stmatrix slot in 32 slots
+  const uint32_t sel_e = lane < 16 ? 0x6420u : 0x7531u;  // register for matrices 0/2: even row (p < 4)
+  const uint32_t sel_o = lane < 16 ? 0x7531u : 0x6420u;  // matrices 1/3: odd row (p < 4)
+#pragma unroll 1  // the producer has 40 registers: keep one block's state live at a time
+  for (int i = 0; i < NBLK / 4; ++i) {
+    const int blk = warp + 4 * i;
+    const int g = blk / HB, h = blk - g * HB;
+    uint32_t r0, r1, r2, r3;
+    ldsm_x4_trans(raw + swz8(32 * g + lane, 16 * h, BN, CW), r0, r1, r2, r3);
+    if (zr < BN) {
+      const int k = 32 * g + q2;
+      r0 = mask_keys(r0, k, zr);
+      r1 = mask_keys(r1, k + 8, zr);
+      r2 = mask_keys(r2, k + 16, zr);
+      r3 = mask_keys(r3, k + 24, zr);
+    }
+    stsm_x4(vt + swz8(16 * h + srow, 32 * g + sslot, DV, BN), prmt(r0, r1, sel_e), prmt(r0, r1, sel_o),
+            prmt(r2, r3, sel_e), prmt(r2, r3, sel_o));
+  }
+}
+
+// O (+)= P V for one 32-key k-step: N = 128 pieces over 128-row groups of Vt, plus an N = 64 piece
+// (DV = 64, 192). O columns 128c.. are o[64c..64c+63] (acc_col: 8 columns per 4 elements).
+template <int DV, int BN>
+__device__ __forceinline__ void pv_step(float (&o)[DV / 2], const uint32_t (&pa)[4], uint32_t vt, int ks) {
+  constexpr int NC = DV / 128;
+#pragma unroll
+  for (int c = 0; c < NC; ++c)
+    wgmma_rs(*reinterpret_cast<float(*)[64]>(&o[64 * c]), pa, desc8(vt + (uint32_t)(c * 128 * BN + 32 * ks), BN));
+  if constexpr (DV % 128 == 64)
+    wgmma_rs(*reinterpret_cast<float(*)[32]>(&o[64 * NC]), pa, desc8(vt + (uint32_t)(NC * 128 * BN + 32 * ks), BN));
+}
+
+// ---- the kernel ----------------------------------------------------------------------------------
+template <int D, int DV, int BN>
+struct Smem {
+  static constexpr int kQBytes = kBM * D;
+  static constexpr int kKBytes = BN * D;    // one stage of K
+  static constexpr int kVBytes = BN * DV;   // one stage of raw V (TMA)
+  static constexpr int kVtBytes = DV * BN;  // one stage of transposed V (wgmma B)
+  static constexpr int kQ = 0;
+  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kV = kK + kStages * kKBytes;
+  static constexpr int kVt = kV + kStages * kVBytes;
+  static constexpr int kBar = kVt + kStages * kVtBytes;
+  // barriers: q_full, k_full[2], v_full[2] (raw V landed), k_empty[2], vt_full[2], vt_empty[2]
+  static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
+                       kBarTF = kBar + 56, kBarTE = kBar + 72;
+  static constexpr int kTotal = kBar + 128 + 1024;
+  static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0 && kVtBytes % 1024 == 0,
+                "every tile and chunk starts on a 1024-byte boundary");
+  static_assert(kTotal <= 227 * 1024, "shared memory per block");
+};
+
+struct Descales {
+  const float* q;  // [B, Hkv] at b * bs + hkv, or NULL (= 1)
+  const float* k;
+  const float* v;
+  int64_t bs;
+};
+
+// This CTA's sequence and key-tile range (same rules as fa3::fwd_kernel). Computed separately by
+// each role after setmaxnreg (from global loads after __syncthreads, so the compiler cannot share
+// them across the split): values live across setmaxnreg.dec would have to fit the producer's
+// register budget, and ptxas spilled them when they were computed once before the split.
+struct Seq {
+  int sq, q_row0, k_row0, sk, diag, n_max, n_cnt;
+};
+template <int BN>
+__device__ __forceinline__ Seq seq_range(const Args& a, int b, int m0) {
+  Seq s;
+  int cap = a.sk;
+  s.sq = a.sq;
+  s.q_row0 = s.k_row0 = 0;
+  if (a.cu_q) {
+    s.q_row0 = a.cu_q[b];
+    s.sq = a.cu_q[b + 1] - s.q_row0;
+    s.k_row0 = a.cu_k[b];
+    cap = a.cu_k[b + 1] - s.k_row0;
+  }
+  const int kend = a.seqused ? a.seqused[b] : cap;
+  const int lp = a.leftpad ? a.leftpad[b] : 0;
+  s.k_row0 += lp;                  // TMA row coordinate of key j' = 0
+  s.sk = max(0, kend - lp);        // effective key length Sk_b
+  s.diag = s.sk - s.sq;            // key position of query row 0 (bottom-right alignment)
+  const int row_last = min(m0 + kBM, s.sq) - 1;
+  int lo = 0, hi = s.sk - 1;
+  if (a.wl >= 0) lo = max(lo, m0 + s.diag - a.wl);
+  if (a.wr >= 0) hi = min(hi, row_last + s.diag + a.wr);
+  s.n_max = hi >= lo ? hi / BN + 1 : 0;
+  s.n_cnt = hi >= lo ? s.n_max - lo / BN : 0;
+  return s;
+}
+
+// D = padded q/k head dim, DV = padded v head dim (multiples of 64), BN = keys per tile (128, or
+// 64 for DV >= 192), CW = chunk width of Q, K and raw V (128 when D and DV are multiples of 128,
+// else 64). Same CTA shape, roles and masking rules as fa3::fwd_kernel.
+template <int D, int DV, int BN, int CW>
+__global__ void __launch_bounds__(kThreads, 1)
+    fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ Args a,
+               const __grid_constant__ Descales ds) {
+  static_assert(D % CW == 0 && DV % CW == 0 && (CW == 64 || CW == 128), "chunking");
+  static_assert(BN == 64 || BN == 128, "Vt rows are one swizzle chunk of BN bytes");
+  constexpr int NS = BN / 2;
+  using L = Smem<D, DV, BN>;
+  extern __shared__ uint8_t smem_raw[];
+  const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
+  const uint32_t sQ = base + L::kQ, sK = base + L::kK, sV = base + L::kV, sVt = base + L::kVt;
+  const uint32_t bar_q = base + L::kBarQ;
+
+  const int m_block = (int)(gridDim.x - 1 - blockIdx.x);
+  const int h = blockIdx.y, b = blockIdx.z;
+  const int m0 = m_block * kBM;
+  // Varlen: this sequence may be shorter than the max (uniform over the CTA, before any barrier).
+  if (m0 >= (a.cu_q ? a.cu_q[b + 1] - a.cu_q[b] : a.sq)) return;
+
+  if (threadIdx.x == 0) {
+    mbar_init(bar_q, 1);
+#pragma unroll
+    for (int s = 0; s < kStages; ++s) {
+      mbar_init(base + L::kBarKF + 8 * s, 1);
+      mbar_init(base + L::kBarVF + 8 * s, 1);
+      mbar_init(base + L::kBarKE + 8 * s, kConsumerWarps);
+      mbar_init(base + L::kBarTF + 8 * s, 128);  // every producer thread, after its stmatrix + fence
+      mbar_init(base + L::kBarTE + 8 * s, kConsumerWarps);
+    }
+    fence_mbar_init();
+  }
+  __syncthreads();
+
+  const int wg = threadIdx.x >> 7;
+  if (wg == 0) {
+    // ---------------------------------------------- producer warpgroup: TMA (thread 0) + V transpose
+    setmaxnreg_dec<kProducerRegs>();
+    const Seq S = seq_range<BN>(a, b, m0);
+    if (S.n_cnt > 0) {
+      const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+      const int hkv = h / a.group, tb = a.cu_q ? 0 : b;
+      if (threadIdx.x == 0) {
+        prefetch_tmap(&tq);
+        prefetch_tmap(&tk);
+        prefetch_tmap(&tv);
+        mbar_arrive_expect_tx(bar_q, L::kQBytes);
+#pragma unroll
+        for (int c = 0; c < D / CW; ++c) tma_tile(sQ + c * kBM * CW, &tq, bar_q, CW * c, S.q_row0 + m0, h, tb, a.q_swap);
+      }
+      // Tile j (K and raw V) is loaded one iteration ahead of its transpose. Raw V stage j&1 was
+      // last read by the transpose of tile j-2, which every producer thread finished before the
+      // named barrier that ends iteration j-2 (so no empty barrier is needed for raw V).
+      for (int it = -1; it < S.n_cnt; ++it) {
+        const int j = it + 1;
+        if (threadIdx.x == 0 && j < S.n_cnt) {
+          const int n_block = S.n_max - 1 - j;
+          const int stage = j & 1;
+          const uint32_t ph = (j >> 1) & 1;
+          const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
+          mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
+          mbar_arrive_expect_tx(kf, L::kKBytes);
+#pragma unroll
+          for (int c = 0; c < D / CW; ++c)
+            tma_tile(sK + stage * L::kKBytes + c * BN * CW, &tk, kf, CW * c, S.k_row0 + n_block * BN, hkv, tb,
+                     a.k_swap);
+          mbar_arrive_expect_tx(vf, L::kVBytes);
+#pragma unroll
+          for (int c = 0; c < DV / CW; ++c)
+            tma_tile(sV + stage * L::kVBytes + c * BN * CW, &tv, vf, CW * c, S.k_row0 + n_block * BN, hkv, tb,
+                     a.v_swap);
+        }
+        if (it < 0) continue;
+        const int stage = it & 1;
+        const uint32_t ph = (it >> 1) & 1;
+        const int n0 = (S.n_max - 1 - it) * BN;
+        mbar_wait(base + L::kBarVF + 8 * stage, ph);      // raw V landed
+        mbar_wait(base + L::kBarTE + 8 * stage, ph ^ 1);  // consumers done with Vt[stage]
+        const int zr = (a.vzero && n0 + BN > S.sk) ? max(0, S.sk - n0) : BN;
+        __syncwarp();  // ldmatrix/stmatrix are .sync.aligned: warp 0 reconverges after thread 0's TMA work
+        transpose_v<DV, BN, CW>(sV + stage * L::kVBytes, sVt + stage * L::kVtBytes, warp, lane, zr);
+        fence_proxy_async_smem();  // generic-proxy stmatrix writes -> visible to wgmma (async proxy)
+        mbar_arrive(base + L::kBarTF + 8 * stage);
+        named_bar_sync(kProducerBar, 128);  // raw V[stage] fully read before thread 0 refills it
+      }
+    }
+  } else {
+    // ---------------------------------------------- consumer warpgroups
+    setmaxnreg_inc<kConsumerRegs>();
+    const Seq S = seq_range<BN>(a, b, m0);
+    const int hkv = h / a.group;
+    const int sk = S.sk, sq = S.sq, diag = S.diag, n_max = S.n_max, n_cnt = S.n_cnt, q_row0 = S.q_row0;
+    const int cw = wg - 1;
+    const int t = threadIdx.x & 127;
+    const int lane = t & 31;
+    const int row0 = m0 + 64 * cw + acc_row(t, 0);
+
+    // descales (per batch and KV head): q*k folded into the softmax multipliers when it is positive
+    // and finite; otherwise (zero, negative, inf/NaN) applied to the raw scores instead.
+    const int64_t di = (int64_t)b * ds.bs + hkv;
+    const float qk = (ds.q ? ds.q[di] : 1.f) * (ds.k ? ds.k[di] : 1.f);
+    const float vdesc = ds.v ? ds.v[di] : 1.f;
+    const bool fold = qk > 0.f && qk < INFINITY;
+    float scale_log2 = a.scale_log2, lse_mul = a.lse_mul, cap_in = a.cap_in;
+    if (fold) {
+      if (a.softcap_on) cap_in *= qk;
+      else {
+        scale_log2 *= qk;
+        lse_mul *= qk;
+      }
+    }
+
+    int klo[2], khi[2];
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      khi[r] = sk - 1;
+      if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
+      klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
+    }
+
+    float o[DV / 2];
+#pragma unroll
+    for (int i = 0; i < DV / 2; ++i) o[i] = 0.f;
+    float m_run[2] = {-INFINITY, -INFINITY};
+    float l_run[2] = {0.f, 0.f};
+
+    if (n_cnt > 0) mbar_wait(bar_q, 0);
+    const uint32_t sQw = sQ + cw * 64 * CW;  // this warpgroup's 64 rows inside each chunk
+    for (int it = 0; it < n_cnt; ++it) {
+      const int n0 = (n_max - 1 - it) * BN;
+      const int stage = it & 1;
+      const uint32_t ph = (it >> 1) & 1;
+
+      // ---- S = Q K^T (64 x BN per warpgroup), fp8 ----
+      float s[NS];
+      mbar_wait(base + L::kBarKF + 8 * stage, ph);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < D / 32; ++ks)
+        wgmma_ss(s, desc8_k(sQw, kBM, ks, CW), desc8_k(sK + stage * L::kKBytes, BN, ks, CW), ks > 0 ? 1 : 0);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(s);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(base + L::kBarKE + 8 * stage);
+
+      if (!fold) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) s[i] *= qk;
+      }
+      if (a.softcap_on) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * cap_in);
+      }
+      if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
+          (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
+#pragma unroll
+        for (int i = 0; i < NS; ++i) {
+          const int col = n0 + acc_col(t, i);
+          const int r = (i >> 1) & 1;
+          if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
+        }
+      }
+
+      // ---- online softmax ----
+      float mx[2] = {m_run[0], m_run[1]};
+#pragma unroll
+      for (int j = 0; j < NS / 4; ++j) {
+        mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+        mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+      }
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+      }
+      float sub[2], corr[2];
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * scale_log2;
+        corr[r] = ex2(m_run[r] * scale_log2 - sub[r]);
+        m_run[r] = mx[r];
+        l_run[r] *= corr[r];
+      }
+#pragma unroll
+      for (int j = 0; j < DV / 8; ++j) {
+        o[4 * j] *= corr[0];
+        o[4 * j + 1] *= corr[0];
+        o[4 * j + 2] *= corr[1];
+        o[4 * j + 3] *= corr[1];
+      }
+#pragma unroll
+      for (int j = 0; j < NS / 4; ++j) {
+#pragma unroll
+        for (int e = 0; e < 4; ++e) {
+          const int r = e >> 1;
+          s[4 * j + e] = ex2(fmaf(s[4 * j + e], scale_log2, -sub[r]));
+          l_run[r] += s[4 * j + e];
+        }
+      }
+      uint32_t pa[BN / 32][4];
+      acc_to_a8(s, pa);
+
+      // ---- O += P V (Vt from the producer's transpose) ----
+      const uint32_t vts = sVt + stage * L::kVtBytes;
+      mbar_wait(base + L::kBarTF + 8 * stage, ph);
+      fence_regs(o);
+      fence_regs(pa);
+      wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < BN / 32; ++ks) pv_step<DV, BN>(o, pa[ks], vts, ks);
+      wgmma_commit();
+      wgmma_wait<0>();
+      fence_regs(o);
+      __syncwarp();
+      if (lane == 0) mbar_arrive(base + L::kBarTE + 8 * stage);
+    }
+
+    // ---- epilogue (as fa3::fwd_kernel; v_descale folded into 1/l) ----
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 1);
+      l_run[r] += __shfl_xor_sync(0xffffffffu, l_run[r], 2);
+    }
+    __nv_bfloat16* obase = (__nv_bfloat16*)a.o + (a.cu_q ? (int64_t)q_row0 * a.o_rs : (int64_t)b * a.o_bs) +
+                           (int64_t)h * a.o_hs;
+    float* lbase = a.lse ? a.lse + (a.cu_q ? (int64_t)q_row0 : (int64_t)b * a.lse_bs) + (int64_t)h * a.lse_hs
+                         : nullptr;
+    const float sink = a.sinks ? a.sinks[h] : 0.f;
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      const int row = row0 + 8 * r;
+      if (row < sq) {
+        float inv = 0.f, lse = -INFINITY;
+        if (l_run[r] > 0.f) {
+          const float m_nat = m_run[r] * lse_mul;
+          if (a.sinks) {
+            const float mn = fmaxf(m_nat, sink);
+            const float e = expf(m_nat - mn);
+            const float den = l_run[r] * e + expf(sink - mn);
+            inv = vdesc * e / den;
+            lse = mn + logf(den);
+          } else {
+            inv = vdesc / l_run[r];
+            lse = m_nat + logf(l_run[r]);
+          }
+        }
+        __nv_bfloat16* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
+#pragma unroll
+        for (int j = 0; j < DV / 8; ++j)
+          if (8 * j < a.dv)
+            *reinterpret_cast<uint32_t*>(orow + 8 * j) = pack2<false>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
+        if (lbase && (t & 3) == 0) lbase[row] = lse;
+      }
+    }
+  }
+}
+
+// ---- host side -------------------------------------------------------------------------------------
+// Tensor map of a [B, S, H, Dtot] 1-byte tensor (strides in elements = bytes) with a box of cw
+// bytes x `rows` rows of one head and batch, swizzle 128B (cw 128) or 64B (cw 64); dims
+// {Dtot, S, H, B}, or {Dtot, H, S, B} (*swap = 1) when the driver refuses the first order.
+inline bool make_map(CUtensorMap* map, const void* ptr, int64_t dtot, int64_t s, int64_t h, int64_t bsz,
+                     int64_t rs, int64_t hs, int64_t bs, int rows, int cw, int* swap) {
+  EncodeTiledFn enc = encode_fn();
+  if (!enc) return false;
+  const int64_t big = ((dtot * s * h * bsz + 15) / 16) * 16;  // a valid, 16-byte-multiple stride
+  if (s == 1) rs = big;
+  if (h == 1) hs = big;
+  if (bsz == 1) bs = big;
+  if (rs <= 0 || hs <= 0 || bs <= 0 || rs % 16 || hs % 16 || bs % 16) return false;
+  if ((reinterpret_cast<uintptr_t>(ptr) & 15) != 0) return false;
+  const cuuint32_t estr[4] = {1, 1, 1, 1};
+  const CUtensorMapSwizzle sw = cw == 128 ? CU_TENSOR_MAP_SWIZZLE_128B : CU_TENSOR_MAP_SWIZZLE_64B;
+  for (int order = 0; order < 2; ++order) {
+    cuuint64_t dims[4], strides[3];
+    cuuint32_t box[4];
+    dims[0] = (cuuint64_t)dtot;
+    dims[3] = (cuuint64_t)bsz;
+    strides[2] = (cuuint64_t)bs;
+    box[0] = (cuuint32_t)cw;
+    box[3] = 1;
+    if (order == 0) {
+      dims[1] = (cuuint64_t)s; dims[2] = (cuuint64_t)h;
+      strides[0] = (cuuint64_t)rs; strides[1] = (cuuint64_t)hs;
+      box[1] = (cuuint32_t)rows; box[2] = 1;
+    } else {
+      dims[1] = (cuuint64_t)h; dims[2] = (cuuint64_t)s;
+      strides[0] = (cuuint64_t)hs; strides[1] = (cuuint64_t)rs;
+      box[1] = 1; box[2] = (cuuint32_t)rows;
+    }
+    const CUresult r = enc(map, CU_TENSOR_MAP_DATA_TYPE_UINT8, 4, const_cast<void*>(ptr), dims, strides, box,
+                           estr, CU_TENSOR_MAP_INTERLEAVE_NONE, sw, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                           CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+    if (r == CUDA_SUCCESS) {
+      *swap = order;
+      return true;
+    }
+  }
+  return false;
+}
+
+// Does the fp8 kernel cover this call? Same rules as fa3::fast_ok apart from the dtypes (and TMA's
+// 16-byte stride rule is checked by make_map: strides multiples of 16 elements).
+inline bool fast_ok(const kseek_params* p) {
+  if (force_fallback()) return false;
+  if (p->dtype != KSEEK_FP8_E4M3 || p->out_dtype != KSEEK_BF16) return false;
+  if (!shape_ok(p->head_dim, p->head_dim_v)) return false;
+  if (p->page_table) return false;
+  if ((p->cu_seqlens_q == nullptr) != (p->cu_seqlens_k == nullptr)) return false;
+  if (!isfinite(p->softcap)) return false;
+  if (!(p->scale > 0.f) || !isfinite(p->scale)) return false;
+  if (p->softcap > 0.f && !isfinite(p->scale / p->softcap)) return false;
+  if (p->seqlen_k <= 0 || p->seqlen_q <= 0) return false;
+  if (p->seqlen_q >= (1 << 28) || p->seqlen_k >= (1 << 28)) return false;
+  if ((reinterpret_cast<uintptr_t>(p->o) & 3) != 0) return false;
+  if ((p->o_row_stride | p->o_head_stride) & 1) return false;
+  if (!p->cu_seqlens_q && (p->o_batch_stride & 1)) return false;
+  return device_is_sm90();
+}
+
+template <int D, int DV, int BN, int CW>
+int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t rows_k) {
+  CUtensorMap tq, tk, tv;
+  Args a;
+  const bool varlen = p->cu_seqlens_q != nullptr;
+  const int64_t nb = varlen ? 1 : p->batch;
+  if (!make_map(&tq, p->q, p->head_dim, rows_q, p->heads_q, nb, p->q_row_stride, p->q_head_stride,
+                p->q_batch_stride, kBM, CW, &a.q_swap) ||
+      !make_map(&tk, p->k, p->head_dim, rows_k, p->heads_kv, nb, p->k_row_stride, p->k_head_stride,
+                p->k_batch_stride, BN, CW, &a.k_swap) ||
+      !make_map(&tv, p->v, p->head_dim_v, rows_k, p->heads_kv, nb, p->v_row_stride, p->v_head_stride,
+                p->v_batch_stride, BN, CW, &a.v_swap))
+    return -1;
+  a.o = p->o;
+  a.lse = p->lse;
+  a.o_bs = p->o_batch_stride;
+  a.o_rs = p->o_row_stride;
+  a.o_hs = p->o_head_stride;
+  a.lse_bs = p->lse_batch_stride;
+  a.lse_hs = p->lse_head_stride;
+  a.cu_q = p->cu_seqlens_q;
+  a.cu_k = p->cu_seqlens_k;
+  a.seqused = p->seqused_k;
+  a.leftpad = p->leftpad_k;
+  a.sinks = p->sinks;
+  a.sq = p->seqlen_q;
+  a.sk = p->seqlen_k;
+  a.group = p->heads_q / p->heads_kv;
+  a.wl = clamp_window(p->window_left);
+  a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  a.dv = p->head_dim_v;
+  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
+  const float kLog2e = 1.4426950408889634f;
+  if (p->softcap > 0.f) {
+    a.softcap_on = 1;
+    a.cap_in = p->scale / p->softcap;
+    a.cap_out = p->softcap * kLog2e;
+    a.scale_log2 = 1.f;
+    a.lse_mul = 0.6931471805599453f;
+  } else {
+    a.softcap_on = 0;
+    a.cap_in = a.cap_out = 0.f;
+    a.scale_log2 = p->scale * kLog2e;
+    a.lse_mul = p->scale;
+  }
+  Descales ds;
+  ds.q = p->q_descale;
+  ds.k = p->k_descale;
+  ds.v = p->v_descale;
+  ds.bs = p->descale_batch_stride;
+
+  constexpr int smem = Smem<D, DV, BN>::kTotal;
+  static int attr_done[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) return -1;
+  if (dev < 0 || dev >= 64 || !attr_done[dev]) {
+    if (cudaFuncSetAttribute(fwd_kernel<D, DV, BN, CW>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+        cudaSuccess) {
+      cudaGetLastError();
+      return -1;
+    }
+    if (dev >= 0 && dev < 64) attr_done[dev] = 1;
+  }
+  const dim3 grid((unsigned)((p->seqlen_q + kBM - 1) / kBM), (unsigned)p->heads_q, (unsigned)p->batch);
+  fwd_kernel<D, DV, BN, CW><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a, ds);
+  const cudaError_t e = cudaGetLastError();
+  if (e == cudaSuccess) return KSEEK_OK;
+  if (e == cudaErrorInvalidConfiguration || e == cudaErrorInvalidValue ||
+      e == cudaErrorNoKernelImageForDevice || e == cudaErrorLaunchOutOfResources)
+    return -1;
+  return KSEEK_ERR_CUDA;
+}
+
+// Instantiations: CW = 128 needs D and DV multiples of 128 (and unpadded: a 128-byte box over a
+// 96-byte row would exceed the tensor's row). D = 96 runs as 128 with 64-byte chunks, the second
+// one zero-filled by TMA past byte 96 (as the bf16 path does with its second 64-element box).
+inline int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+  const int d = p->head_dim, dv = p->head_dim_v;
+  if (d == 64) return launch<64, 64, 128, 64>(p, stream, rq, rk);
+  if (d == 96) return launch<128, 128, 128, 64>(p, stream, rq, rk);
+  if (d == 128) return launch<128, 128, 128, 128>(p, stream, rq, rk);
+  if (d == 192 && dv == 128) return launch<192, 128, 128, 64>(p, stream, rq, rk);
+  if (d == 192) return launch<192, 192, 64, 64>(p, stream, rq, rk);
+  if (d == 256) return launch<256, 256, 64, 128>(p, stream, rq, rk);
+  return -1;
+}
+
+// -1: not for this path (the caller falls back); else a kseek_status.
+inline int fwd(const kseek_params* p, cudaStream_t stream) {
+  if (!fast_ok(p)) return -1;
+  int64_t rq = p->seqlen_q, rk = p->seqlen_k;
+  if (p->cu_seqlens_q && !varlen_totals(p, stream, &rq, &rk)) return -1;
+  return dispatch(p, stream, rq, rk);
+}
+
+}  // namespace f8
+}  // namespace fa3
+
+// =================================================================================================
+// Part D: split-KV decode for paged and dense KV caches (mma.sync, cp.async; written as
+// kernels/wip/decode_splitkv.cu and tested there by probe_decode.cu on the H200). One CTA of 4 warps
+// per (batch, KV head, split, 16-row query tile): the G query heads of a KV head times the Sq rows
+// form the M rows of an m16 MMA tile; each warp streams every 4th 16-key chunk through its own
+// cp.async ring; several splits write fp32 partials to the workspace and a combine kernel merges
+// them. Design, split heuristic and workspace layout: kernels/probe/README_decode.md.
+// =================================================================================================
+namespace dec {
+
+// ------------------------------------------------------------------------------------------------
+// Configuration
+// ------------------------------------------------------------------------------------------------
+constexpr int kWarps = 4;          // warps per CTA, each with its own key slice and cp.async ring
+constexpr int kThreads = kWarps * 32;
+constexpr int kKeys = 16;          // keys per warp stage (one k16 step of P V, two n8 tiles of S)
+constexpr int kRows = 16;          // query rows per CTA (one m16 tile)
+constexpr int kMaxRows = 64;       // Sq * G limit (up to 4 query tiles per KV head)
+constexpr int kMaxSplits = 256;
+
+template <int D>
+struct Cfg {
+  static_assert(D == 64 || D == 128 || D == 256, "head dim");
+  static constexpr int kStages = (D == 64) ? 4 : 3;       // ring depth per warp
+  static constexpr int kRowB = D * 2;                     // bytes of one K/V/Q row in smem
+  static constexpr int kChunks = D / 8;                   // 16-byte chunks per row
+  static constexpr int kTile = kKeys * kRowB;             // one K (or V) tile of a stage
+  static constexpr int kStage = 2 * kTile;                // K tile then V tile
+  static constexpr int kRing = kWarps * kStages * kStage; // all warps' rings
+  static constexpr int kQ = kRows * kRowB;                // the Q tile
+  static constexpr int kOPad = D + 4;                     // floats per row of the merge buffer
+  static constexpr int kMerge = kWarps * kRows * kOPad * 4;
+  static_assert(kMerge <= kRing, "merge buffer reuses the ring");
+  static constexpr int kOffQ = kRing;
+  static constexpr int kOffStat = kOffQ + kQ;             // m[kWarps][16], l[kWarps][16]
+  static constexpr int kSmem = kOffStat + 2 * kWarps * kRows * 4;
+  static constexpr bool kQReg = D <= 128;                 // Q fragments held in registers
+};
+
+// Kernel arguments (by value).
+struct Args {
+  const void* q;
+  const void* k;
+  const void* v;
+  void* o;
+  float* lse;
+  float* ws_o;      // [nsplit][R][D] fp32 partial O (normalized), R = B * Hkv * M
+  float* ws_lse;    // [nsplit][R] partial LSE (natural log), -inf when the split saw no key
+  const int32_t* seqused;
+  const int32_t* leftpad;
+  const int32_t* pt;
+  const float* sinks;
+  int64_t q_bs, q_rs, q_hs;
+  int64_t k_bs, k_rs, k_hs;   // paged: k_bs is the page stride
+  int64_t v_bs, v_rs, v_hs;
+  int64_t o_bs, o_rs, o_hs;
+  int64_t lse_bs, lse_hs;
+  int pt_stride, ps, ps_shift, paged;   // ps_shift = log2(ps) when ps is a power of two, else -1
+  int B, Hkv, G, sq, sk, M, mtiles, nsplit, R;
+  int wl, wr;                           // -1 = unbounded; causal already folded into wr = 0
+  int softcap_on;
+  float scale_log2;                     // no softcap: scale*log2(e); softcap: scale/softcap
+  float cap_log2;                       // softcap*log2(e)
+};
+
+// ------------------------------------------------------------------------------------------------
+// Device helpers (PTX)
+// ------------------------------------------------------------------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// 16-byte global -> shared copy, L1 bypassed; src_bytes 0 writes zeros and reads nothing.
+__device__ __forceinline__ void cp_async16(uint32_t dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(src_bytes)
+               : "memory");
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+}
+
+__device__ __forceinline__ void ldsm_x4(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+__device__ __forceinline__ void ldsm_x4_t(uint32_t (&r)[4], uint32_t addr) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+               : "r"(addr));
+}
+
+// D(16x8 fp32) += A(16x16) * B(16x8), A row-major, B column-major.
+template <typename T>
+__device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same<T, __half>::value) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, "
+        "{%8, %9}, {%0, %1, %2, %3};\n"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+__device__ __forceinline__ float ex2(float x) {  // 2^x; ex2(-inf) = +0
+  float y;
+  asm("ex2.approx.ftz.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+  return y;
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack2(float lo, float hi) {
+  if constexpr (std::is_same<T, __half>::value) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  } else {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&h);
+  }
+}
+
+// Byte offset of 16-byte chunk c of row r in a swizzled tile (rows of D*2 bytes, D*2 % 128 == 0):
+// the low three bits of the chunk index are XORed with r % 8, so the 8 rows an ldmatrix reads at
+// one logical chunk fall into 8 different 16-byte bank groups.
+template <int D>
+__device__ __forceinline__ uint32_t swz(int r, int c) {
+  return (uint32_t)(r * (D * 2) + ((c ^ (r & 7)) << 4));
+}
+
+// Visible key range (positions after leftpad, inclusive) of query row i; lo > hi when empty.
+__device__ __forceinline__ int row_lo(const Args& a, int i, int sk) {
+  return a.wl >= 0 ? max(0, i + sk - a.sq - a.wl) : 0;
+}
+__device__ __forceinline__ int row_hi(const Args& a, int i, int sk) {
+  return a.wr >= 0 ? min(sk - 1, i + sk - a.sq + a.wr) : sk - 1;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Main kernel
+// ------------------------------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
+  using C = Cfg<D>;
+  constexpr int S = C::kStages;
+  extern __shared__ __align__(128) unsigned char smem[];
+  const uint32_t sbase = smem_u32(smem);
+
+  const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
+  const int g = lane >> 2, q4 = lane & 3;
+
+  // blockIdx.x = ((b * nsplit + split) * Hkv + h) * mtiles + mt: the query tiles and KV heads of
+  // one (sequence, split) are neighbours, so they run together and share pages / L2 lines.
+  int bid = blockIdx.x;
+  const int mt = bid % a.mtiles;
+  bid /= a.mtiles;
+  const int h = bid % a.Hkv;
+  bid /= a.Hkv;
+  const int sp = bid % a.nsplit;
+  const int b = bid / a.nsplit;
+
+  const int m0 = mt * kRows;
+  const int mv = min(kRows, a.M - m0);  // valid rows of this tile (>= 1)
+
+  // ---- Q tile: global -> registers now, -> swizzled smem below (rows past M are zero) ----------
+  constexpr int kQPer = (kRows * C::kChunks + kThreads - 1) / kThreads;
+  uint4 qv[kQPer];
+#pragma unroll
+  for (int u = 0; u < kQPer; ++u) {
+    const int idx = tid + u * kThreads;
+    const int r = idx / C::kChunks, c = idx % C::kChunks;
+    qv[u] = make_uint4(0u, 0u, 0u, 0u);
+    if (idx < kRows * C::kChunks && r < mv) {
+      const int m = m0 + r;
+      const int i = m / a.G, hq = h * a.G + m % a.G;
+      const T* src = (const T*)a.q + (int64_t)b * a.q_bs + (int64_t)i * a.q_rs + (int64_t)hq * a.q_hs + c * 8;
+      qv[u] = __ldg(reinterpret_cast<const uint4*>(src));
+    }
+  }
+
+  // ---- this sequence's keys, the tile's visible key range and this split's share of it -------
+  const int lp = a.leftpad ? __ldg(a.leftpad + b) : 0;
+  const int end = a.seqused ? __ldg(a.seqused + b) : a.sk;
+  const int sk = max(0, end - lp);
+  const int i_first = m0 / a.G, i_last = (m0 + mv - 1) / a.G;
+  const int ulo = row_lo(a, i_first, sk), uhi = row_hi(a, i_last, sk);  // union of the rows' ranges
+  const int nch = uhi >= ulo ? (uhi - ulo + kKeys) / kKeys : 0;         // 16-key chunks
+  const int cps = (nch + a.nsplit - 1) / a.nsplit;                       // chunks per split
+  const int c0 = min(nch, sp * cps), c1 = min(nch, c0 + cps);
+  const int ks = ulo + c0 * kKeys;                                       // split's keys [ks, ke)
+  const int ke = c1 > c0 ? min(uhi + 1, ulo + c1 * kKeys) : ks;
+  const int nchl = c1 - c0;
+  const int nst = nchl > w ? (nchl - w + kWarps - 1) / kWarps : 0;       // this warp's stages
+
+  // Per-thread rows g and g + 8 of the tile: visible keys clamped to the split.
+  int rlo[2], rhi[2];
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    const int r = g + 8 * rr;
+    if (r < mv) {
+      const int i = (m0 + r) / a.G;
+      rlo[rr] = max(row_lo(a, i, sk), ks);
+      rhi[rr] = min(row_hi(a, i, sk), ke - 1);
+    } else {
+      rlo[rr] = 1;
+      rhi[rr] = 0;
+    }
+  }
+
+  // ---- loader: lane owns rows (lane>>3) + 4k (k = 0..3) of each 16-key stage and, in each, the
+  // 16-byte chunks == lane%8 (mod 8): one instruction moves 4 rows x 128 contiguous bytes. --------
+  const T* kg = (const T*)a.k;
+  const T* vg = (const T*)a.v;
+  const int64_t khead = (int64_t)h * a.k_hs + (lane & 7) * 8;
+  const int64_t vhead = (int64_t)h * a.v_hs + (lane & 7) * 8;
+  const int32_t* ptrow = a.paged ? a.pt + (int64_t)b * a.pt_stride : nullptr;
+  const uint32_t ring = sbase + (uint32_t)(w * S * C::kStage);
+
+  // Page (or batch) index and slot of the 4 rows of warp stage t; slot -1 = no key (zero fill).
+  auto locate = [&](int t, int (&pg)[4], int (&sl)[4]) {
+    const int kb = ks + (t * kWarps + w) * kKeys;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int j = kb + (lane >> 3) + 4 * k;
+      pg[k] = 0;
+      sl[k] = -1;
+      if (t < nst && j < ke) {
+        const int jj = j + lp;
+        if (a.paged) {
+          const int pidx = a.ps_shift >= 0 ? (jj >> a.ps_shift) : jj / a.ps;
+          pg[k] = __ldg(ptrow + pidx);
+          sl[k] = jj - pidx * a.ps;
+        } else {
+          pg[k] = b;
+          sl[k] = jj;
+        }
+      }
+    }
+  };
+  auto issue = [&](int slot, const int (&pg)[4], const int (&sl)[4]) {
+    const uint32_t kt = ring + (uint32_t)(slot * C::kStage);
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {
+      const int r = (lane >> 3) + 4 * k;
+      const bool ok = sl[k] >= 0;
+      const T* ksrc = kg;
+      const T* vsrc = vg;
+      if (ok) {
+        ksrc = kg + ((int64_t)pg[k] * a.k_bs + (int64_t)sl[k] * a.k_rs + khead);
+        vsrc = vg + ((int64_t)pg[k] * a.v_bs + (int64_t)sl[k] * a.v_rs + vhead);
+      }
+      const uint32_t dst = kt + swz<D>(r, lane & 7);
+      const int nb = ok ? 16 : 0;
+#pragma unroll
+      for (int j = 0; j < C::kChunks / 8; ++j) {
+        cp_async16(dst + j * 128, ksrc + j * 64, nb);
+        cp_async16(dst + C::kTile + j * 128, vsrc + j * 64, nb);
+      }
+    }
+  };
+
+  // Prologue: locate stages 0..S-1 (independent loads), issue 0..S-2.
+  int pg[4], sl[4];
+  {
+    int ppg[S - 1][4], psl[S - 1][4];
+#pragma unroll
+    for (int t = 0; t < S - 1; ++t) locate(t, ppg[t], psl[t]);
+    locate(S - 1, pg, sl);
+#pragma unroll
+    for (int t = 0; t < S - 1; ++t) {
+      if (t < nst) issue(t, ppg[t], psl[t]);
+      cp_async_commit();
+    }
+  }
+
+  // Q to smem (swizzled), then fragments.
+  const uint32_t qs = sbase + C::kOffQ;
+#pragma unroll
+  for (int u = 0; u < kQPer; ++u) {
+    const int idx = tid + u * kThreads;
+    if (idx < kRows * C::kChunks) {
+      const int r = idx / C::kChunks, c = idx % C::kChunks;
+      asm volatile("st.shared.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(qs + swz<D>(r, c)), "r"(qv[u].x),
+                   "r"(qv[u].y), "r"(qv[u].z), "r"(qv[u].w)
+                   : "memory");
+    }
+  }
+  __syncthreads();
+
+  // ldmatrix lane addressing (x4): A (Q) and V^T use row (lane&7) + 8*((lane>>3)&1), chunk +
+  // (lane>>4); K uses row (lane&7) + 8*(lane>>4), chunk + ((lane>>3)&1).
+  const int a_row = (lane & 7) + 8 * ((lane >> 3) & 1), a_ch = lane >> 4;
+  const int k_row = (lane & 7) + 8 * (lane >> 4), k_ch = (lane >> 3) & 1;
+
+  uint32_t qf[C::kQReg ? D / 16 : 1][4];
+  if constexpr (C::kQReg) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(qf[kk], qs + swz<D>(a_row, 2 * kk + a_ch));
+  }
+
+  float o[D / 8][4];
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  float mrun[2] = {-INFINITY, -INFINITY};
+  float lsum[2] = {0.f, 0.f};
+
+  int rd = 0, wrs = S - 1;  // ring slots: read (stage t), write (stage t + S - 1)
+  for (int t = 0; t < nst; ++t) {
+    __syncwarp();  // every lane is done reading slot wrs (consumed at t - 1)
+    if (t + S - 1 < nst) issue(wrs, pg, sl);
+    cp_async_commit();
+    locate(t + S, pg, sl);  // page ids for the next issue; latency hidden behind this stage
+    cp_async_wait<S - 1>();
+    __syncwarp();  // the stage's rows from every lane are visible
+
+    const uint32_t kt = ring + (uint32_t)(rd * C::kStage);
+    const uint32_t vt = kt + C::kTile;
+
+    // S = Q K^T for 16 keys: two n8 tiles
+    float s[2][4];
+#pragma unroll
+    for (int n = 0; n < 2; ++n) s[n][0] = s[n][1] = s[n][2] = s[n][3] = 0.f;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) {
+      uint32_t kb[4];
+      ldsm_x4(kb, kt + swz<D>(k_row, 2 * kk + k_ch));
+      if constexpr (C::kQReg) {
+        mma16816<T>(s[0], qf[kk], kb[0], kb[1]);
+        mma16816<T>(s[1], qf[kk], kb[2], kb[3]);
+      } else {
+        uint32_t qa[4];
+        ldsm_x4(qa, qs + swz<D>(a_row, 2 * kk + a_ch));
+        mma16816<T>(s[0], qa, kb[0], kb[1]);
+        mma16816<T>(s[1], qa, kb[2], kb[3]);
+      }
+    }
+
+    // scores in log2 units, masked; online softmax
+    const int key0 = ks + (t * kWarps + w) * kKeys + 2 * q4;
+    float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        const int key = key0 + 8 * n + (e & 1);
+        float x = s[n][e];
+        x = a.softcap_on ? a.cap_log2 * tanhf(x * a.scale_log2) : x * a.scale_log2;
+        x = (key >= rlo[rr] && key <= rhi[rr]) ? x : -INFINITY;
+        s[n][e] = x;
+        mx[rr] = fmaxf(mx[rr], x);
+      }
+    }
+    float alpha[2], mref[2];
+#pragma unroll
+    for (int rr = 0; rr < 2; ++rr) {
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 1));
+      mx[rr] = fmaxf(mx[rr], __shfl_xor_sync(0xffffffffu, mx[rr], 2));
+      const float mnew = fmaxf(mrun[rr], mx[rr]);
+      mref[rr] = mnew == -INFINITY ? 0.f : mnew;  // no key yet: keep exp2 arguments finite
+      alpha[rr] = ex2(mrun[rr] - mref[rr]);       // 0 when mrun was -inf
+      mrun[rr] = mnew;
+    }
+    float ps[2] = {0.f, 0.f};
+#pragma unroll
+    for (int n = 0; n < 2; ++n) {
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int rr = e >> 1;
+        s[n][e] = ex2(s[n][e] - mref[rr]);
+        ps[rr] += s[n][e];
+      }
+    }
+    lsum[0] = lsum[0] * alpha[0] + ps[0];
+    lsum[1] = lsum[1] * alpha[1] + ps[1];
+    if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
+#pragma unroll
+      for (int n = 0; n < D / 8; ++n) {
+        o[n][0] *= alpha[0];
+        o[n][1] *= alpha[0];
+        o[n][2] *= alpha[1];
+        o[n][3] *= alpha[1];
+      }
+    }
+
+    // P (16 x 16 keys) as the A fragment: n tile 0 = keys 0-7, n tile 1 = keys 8-15
+    uint32_t pa[4];
+    pa[0] = pack2<T>(s[0][0], s[0][1]);
+    pa[1] = pack2<T>(s[0][2], s[0][3]);
+    pa[2] = pack2<T>(s[1][0], s[1][1]);
+    pa[3] = pack2<T>(s[1][2], s[1][3]);
+
+    // O += P V: V^T fragments by ldmatrix.trans, two n8 tiles of Dv per x4
+#pragma unroll
+    for (int n2 = 0; n2 < D / 16; ++n2) {
+      uint32_t vb[4];
+      ldsm_x4_t(vb, vt + swz<D>(a_row, 2 * n2 + a_ch));
+      mma16816<T>(o[2 * n2], pa, vb[0], vb[1]);
+      mma16816<T>(o[2 * n2 + 1], pa, vb[2], vb[3]);
+    }
+
+    rd = (rd + 1 == S) ? 0 : rd + 1;
+    wrs = (wrs + 1 == S) ? 0 : wrs + 1;
+  }
+
+  // Let a dependent (combine) grid start launching; it waits for this grid's completion anyway.
+  asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+
+  // ---- merge the warps' states through shared memory ------------------------------------------
+#pragma unroll
+  for (int rr = 0; rr < 2; ++rr) {
+    lsum[rr] += __shfl_xor_sync(0xffffffffu, lsum[rr], 1);
+    lsum[rr] += __shfl_xor_sync(0xffffffffu, lsum[rr], 2);
+  }
+  cp_async_wait<0>();
+  __syncthreads();  // rings are no longer read: reuse them for the merge buffer
+
+  float* so = reinterpret_cast<float*>(smem);
+  float* st_m = reinterpret_cast<float*>(smem + C::kOffStat);
+  float* st_l = st_m + kWarps * kRows;
+  if (q4 == 0) {
+    st_m[w * kRows + g] = mrun[0];
+    st_m[w * kRows + g + 8] = mrun[1];
+    st_l[w * kRows + g] = lsum[0];
+    st_l[w * kRows + g + 8] = lsum[1];
+  }
+#pragma unroll
+  for (int n = 0; n < D / 8; ++n) {
+    *reinterpret_cast<float2*>(&so[(w * kRows + g) * C::kOPad + 8 * n + 2 * q4]) = make_float2(o[n][0], o[n][1]);
+    *reinterpret_cast<float2*>(&so[(w * kRows + g + 8) * C::kOPad + 8 * n + 2 * q4]) = make_float2(o[n][2], o[n][3]);
+  }
+  __syncthreads();
+
+  constexpr float kLn2 = 0.6931471805599453f;
+  constexpr float kLog2e = 1.4426950408889634f;
+  constexpr int kQuads = D / 4;  // 4 output elements per work item
+  for (int idx = tid; idx < mv * kQuads; idx += kThreads) {
+    const int r = idx / kQuads, d = (idx % kQuads) * 4;
+    float mw[kWarps], mm = -INFINITY;
+#pragma unroll
+    for (int ww = 0; ww < kWarps; ++ww) {
+      mw[ww] = st_m[ww * kRows + r];
+      mm = fmaxf(mm, mw[ww]);
+    }
+    const float mref = mm == -INFINITY ? 0.f : mm;
+    float L = 0.f;
+    float4 acc = make_float4(0.f, 0.f, 0.f, 0.f);
+#pragma unroll
+    for (int ww = 0; ww < kWarps; ++ww) {
+      const float f = ex2(mw[ww] - mref);
+      L += st_l[ww * kRows + r] * f;
+      const float4 x = *reinterpret_cast<const float4*>(&so[(ww * kRows + r) * C::kOPad + d]);
+      acc.x += f * x.x;
+      acc.y += f * x.y;
+      acc.z += f * x.z;
+      acc.w += f * x.w;
+    }
+    const int m = m0 + r;
+    const int i = m / a.G, hq = h * a.G + m % a.G;
+    if (a.nsplit == 1) {
+      float inv = 0.f, lse = -INFINITY;
+      if (L > 0.f) {
+        if (a.sinks) {
+          const float s2 = __ldg(a.sinks + hq) * kLog2e;
+          const float mt2 = fmaxf(mm, s2);
+          const float sc = ex2(mm - mt2);
+          const float den = L * sc + ex2(s2 - mt2);
+          inv = sc / den;
+          lse = (mt2 + __log2f(den)) * kLn2;
+        } else {
+          inv = 1.f / L;
+          lse = (mm + __log2f(L)) * kLn2;
+        }
+      }
+      T* dst = (T*)a.o + (int64_t)b * a.o_bs + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + d;
+      reinterpret_cast<uint32_t*>(dst)[0] = pack2<T>(acc.x * inv, acc.y * inv);
+      reinterpret_cast<uint32_t*>(dst)[1] = pack2<T>(acc.z * inv, acc.w * inv);
+      if (a.lse && d == 0) a.lse[(int64_t)b * a.lse_bs + (int64_t)hq * a.lse_hs + i] = lse;
+    } else {
+      const int64_t row = (int64_t)sp * a.R + ((int64_t)b * a.Hkv + h) * a.M + m;
+      const float inv = L > 0.f ? 1.f / L : 0.f;
+      *reinterpret_cast<float4*>(a.ws_o + row * D + d) =
+          make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
+      if (d == 0) a.ws_lse[row] = L > 0.f ? (mm + __log2f(L)) * kLn2 : -INFINITY;
+    }
+  }
+}
+
+// ------------------------------------------------------------------------------------------------
+// Combine kernel: one warp per output row (b, h, m); lane owns D/32 consecutive elements.
+// ------------------------------------------------------------------------------------------------
+template <typename T, int D>
+__global__ void __launch_bounds__(128) combine_kernel(const Args a) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");  // the main grid's writes are visible
+  constexpr int E = D / 32;
+  const int lane = threadIdx.x & 31;
+  const int row = blockIdx.x * 4 + (threadIdx.x >> 5);
+  if (row >= a.R) return;
+  const int m = row % a.M;
+  const int bh = row / a.M;
+  const int h = bh % a.Hkv, b = bh / a.Hkv;
+  const int i = m / a.G, hq = h * a.G + m % a.G;
+  const int ns = a.nsplit;
+
+  float mx = -INFINITY;
+  for (int s = lane; s < ns; s += 32) mx = fmaxf(mx, a.ws_lse[(int64_t)s * a.R + row]);
+#pragma unroll
+  for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+
+  T* dst = (T*)a.o + (int64_t)b * a.o_bs + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + lane * E;
+  float acc[E];
+#pragma unroll
+  for (int e = 0; e < E; ++e) acc[e] = 0.f;
+  float lse = -INFINITY;
+  if (mx != -INFINITY) {  // the row saw at least one key in some split
+    const float sink = a.sinks ? __ldg(a.sinks + hq) : -INFINITY;
+    const float mtot = fmaxf(mx, sink);
+    float sum = 0.f;
+    for (int s = lane; s < ns; s += 32) sum += expf(a.ws_lse[(int64_t)s * a.R + row] - mtot);
+#pragma unroll
+    for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    if (a.sinks) sum += expf(sink - mtot);
+    lse = mtot + logf(sum);
+    for (int s = 0; s < ns; ++s) {
+      const float ls = a.ws_lse[(int64_t)s * a.R + row];
+      if (ls == -INFINITY) continue;  // empty split (its O is 0)
+      const float wgt = expf(ls - lse);
+      const float* src = a.ws_o + ((int64_t)s * a.R + row) * D + lane * E;
+#pragma unroll
+      for (int e = 0; e < E; e += 2) {
+        const float2 x = *reinterpret_cast<const float2*>(src + e);
+        acc[e] += wgt * x.x;
+        acc[e + 1] += wgt * x.y;
+      }
+    }
+  }
+#pragma unroll
+  for (int e = 0; e < E; e += 2) reinterpret_cast<uint32_t*>(dst)[e / 2] = pack2<T>(acc[e], acc[e + 1]);
+  if (a.lse && lane == 0) a.lse[(int64_t)b * a.lse_bs + (int64_t)hq * a.lse_hs + i] = lse;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Host side
+// ------------------------------------------------------------------------------------------------
+constexpr int kMaxDev = 64;
+
+inline int current_device() {
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess) {
+    cudaGetLastError();
+    return -1;
+  }
+  return dev;
+}
+
+// True when the device has compute capability 9.0 (cached per device; a failed query says false).
+inline bool device_ok(int dev) {
+  static int cache[kMaxDev] = {0};  // 0 unknown, 1 yes, 2 no
+  if (dev < 0) return false;
+  if (dev < kMaxDev && cache[dev]) return cache[dev] == 1;
+  int major = 0, minor = 0;
+  if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  const bool ok = major == 9 && minor == 0;
+  if (dev < kMaxDev) cache[dev] = ok ? 1 : 2;
+  return ok;
+}
+
+inline int sm_count(int dev) {
+  static int cache[kMaxDev] = {0};
+  if (dev >= 0 && dev < kMaxDev && cache[dev]) return cache[dev];
+  int n = 0;
+  if (dev < 0 || cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) {
+    cudaGetLastError();
+    return 132;  // H100/H200 SXM
+  }
+  if (dev < kMaxDev) cache[dev] = n;
+  return n;
+}
+
+// Opt in to > 48 KB of dynamic shared memory and read the CTAs per SM, once per device and
+// instantiation. Returns CTAs per SM, or 0 on failure.
+template <typename T, int D>
+inline int prepare(int dev) {
+  static int occ[kMaxDev] = {0};
+  if (dev >= 0 && dev < kMaxDev && occ[dev]) return occ[dev];
+  if (dev < 0) return 0;
+  if (cudaFuncSetAttribute(splitkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg<D>::kSmem) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  int n = 0;
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, splitkv_kernel<T, D>, kThreads, Cfg<D>::kSmem) !=
+          cudaSuccess ||
+      n <= 0) {
+    cudaGetLastError();
+    return 0;
+  }
+  if (dev < kMaxDev) occ[dev] = n;
+  return n;
+}
+
+inline int ctas_per_sm(const kseek_params* p, int dev) {
+  const bool f16 = p->dtype == KSEEK_FP16;
+  switch (p->head_dim) {
+    case 64: return f16 ? prepare<__half, 64>(dev) : prepare<__nv_bfloat16, 64>(dev);
+    case 128: return f16 ? prepare<__half, 128>(dev) : prepare<__nv_bfloat16, 128>(dev);
+    default: return f16 ? prepare<__half, 256>(dev) : prepare<__nv_bfloat16, 256>(dev);
+  }
+}
+
+inline int clamp_window(int w) { return (w < 0 || w >= (1 << 29)) ? -1 : w; }
+
+inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
+
+inline bool supported(const kseek_params* p) {
+  if (!p || p->abi_version != KSEEK_ABI_VERSION) return false;
+  if (p->dtype != KSEEK_BF16 && p->dtype != KSEEK_FP16) return false;
+  if (p->out_dtype != p->dtype) return false;
+  if (p->head_dim != p->head_dim_v) return false;
+  if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return false;
+  if (p->cu_seqlens_q || p->cu_seqlens_k) return false;
+  if (p->batch <= 0 || p->heads_kv <= 0 || p->heads_q <= 0 || p->heads_q % p->heads_kv) return false;
+  if (p->seqlen_q < 0 || p->seqlen_k < 0 || p->seqlen_q >= (1 << 28) || p->seqlen_k >= (1 << 28)) return false;
+  const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv);
+  if (rows > kMaxRows) return false;
+  if (!p->q || !p->k || !p->v || !p->o) return false;
+  if (!(p->scale == p->scale) || isinf(p->scale)) return false;
+  if (!(p->softcap >= 0.f) || isinf(p->softcap)) return false;
+  if (p->softcap > 0.f && isinf(p->scale / p->softcap)) return false;
+  // 16-byte loads of q/k/v rows; o written as element pairs
+  if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v)) return false;
+  if ((p->q_batch_stride | p->q_row_stride | p->q_head_stride) & 7) return false;
+  if ((p->k_batch_stride | p->k_row_stride | p->k_head_stride) & 7) return false;
+  if ((p->v_batch_stride | p->v_row_stride | p->v_head_stride) & 7) return false;
+  if ((reinterpret_cast<uintptr_t>(p->o) & 3) || ((p->o_batch_stride | p->o_row_stride | p->o_head_stride) & 1))
+    return false;
+  if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return false;
+  if ((int64_t)p->batch * p->heads_kv * ((rows + kRows - 1) / kRows) * kMaxSplits >= (int64_t)1 << 31) return false;
+  return device_ok(current_device());
+}
+
+// Split count: explicit num_splits is honoured (clamped to [1, 256]); 0 = a wave-quantized cost
+// model over the CTA slots of the GPU (see README_decode.md).
+inline int choose_splits(const kseek_params* p) {
+  if (p->num_splits > 0) return p->num_splits < kMaxSplits ? p->num_splits : kMaxSplits;
+  const int dev = current_device();
+  const int g = p->heads_q / p->heads_kv;
+  const int rows = p->seqlen_q * g;
+  const int mtiles = (rows + kRows - 1) / kRows;
+  const int64_t ctas = (int64_t)p->batch * p->heads_kv * (mtiles > 0 ? mtiles : 1);
+  int occ = ctas_per_sm(p, dev);
+  if (occ <= 0) occ = 1;
+  const int64_t slots = (int64_t)sm_count(dev) * occ;
+  // keys a CTA range can cover (upper bound; seqused_k is on the device)
+  int64_t keys = p->seqlen_k;
+  const int wl = clamp_window(p->window_left);
+  const int wr = p->causal ? 0 : clamp_window(p->window_right);
+  if (wl >= 0) keys = std::min<int64_t>(keys, (int64_t)wl + (wr >= 0 ? wr : p->seqlen_k) + p->seqlen_q + kKeys);
+  const int64_t chunks = (keys + kKeys - 1) / kKeys;
+  if (chunks <= kWarps) return 1;
+  const double key_bytes = 4.0 * p->head_dim;                           // K + V, 16-bit
+  const double fixed = 32768.0;                                        // per-CTA start-up, bytes
+  const double comb = 65536.0;                                         // second launch, bytes/slot
+  const int64_t smax = std::min<int64_t>(128, chunks / kWarps);
+  int best = 1;
+  double best_t = 0.0;
+  for (int64_t s = 1; s <= smax; ++s) {
+    const int64_t per = (chunks + s - 1) / s;                          // chunks per split
+    const int64_t waves = (ctas * s + slots - 1) / slots;
+    double t = (double)waves * ((double)per * kKeys * key_bytes + fixed);
+    if (s > 1) t += comb + 2.0 * (double)(s * ctas * kRows) * p->head_dim * 4.0 / (double)slots;
+    if (s == 1 || t < best_t * 0.999) {
+      best = (int)s;
+      best_t = t;
+    }
+  }
+  return best;
+}
+
+inline size_t ws_lse_offset(int64_t ns, int64_t R, int d) {
+  return (size_t)((ns * R * d * 4 + 255) / 256 * 256);
+}
+inline size_t ws_bytes_for(int64_t ns, int64_t R, int d) {
+  return ns <= 1 ? 0 : ws_lse_offset(ns, R, d) + (size_t)(ns * R * 4);
+}
+
+inline size_t workspace_bytes(const kseek_params* p) {
+  if (!supported(p) || p->seqlen_q == 0) return 0;
+  const int64_t R = (int64_t)p->batch * p->heads_kv * p->seqlen_q * (p->heads_q / p->heads_kv);
+  return ws_bytes_for(choose_splits(p), R, p->head_dim);
+}
+
+template <typename T, int D>
+int launch(const kseek_params* p, int ns, cudaStream_t stream) {
+  const int dev = current_device();
+  if (prepare<T, D>(dev) <= 0) return KSEEK_ERR_CUDA;
+  Args a;
+  a.q = p->q;
+  a.k = p->k;
+  a.v = p->v;
+  a.o = p->o;
+  a.lse = p->lse;
+  a.seqused = p->seqused_k;
+  a.leftpad = p->leftpad_k;
+  a.pt = p->page_table;
+  a.sinks = p->sinks;
+  a.q_bs = p->q_batch_stride;
+  a.q_rs = p->q_row_stride;
+  a.q_hs = p->q_head_stride;
+  a.k_bs = p->k_batch_stride;
+  a.k_rs = p->k_row_stride;
+  a.k_hs = p->k_head_stride;
+  a.v_bs = p->v_batch_stride;
+  a.v_rs = p->v_row_stride;
+  a.v_hs = p->v_head_stride;
+  a.o_bs = p->o_batch_stride;
+  a.o_rs = p->o_row_stride;
+  a.o_hs = p->o_head_stride;
+  a.lse_bs = p->lse_batch_stride;
+  a.lse_hs = p->lse_head_stride;
+  a.paged = p->page_table != nullptr;
+  a.pt_stride = a.paged ? p->page_table_stride : 0;
+  a.ps = a.paged ? p->page_size : 1;
+  a.ps_shift = -1;
+  if (a.paged && (a.ps & (a.ps - 1)) == 0) {
+    int sh = 0;
+    while ((1 << sh) < a.ps) ++sh;
+    a.ps_shift = sh;
+  }
+  a.B = p->batch;
+  a.Hkv = p->heads_kv;
+  a.G = p->heads_q / p->heads_kv;
+  a.sq = p->seqlen_q;
+  a.sk = p->seqlen_k;
+  a.M = p->seqlen_q * a.G;
+  a.mtiles = (a.M + kRows - 1) / kRows;
+  a.R = a.B * a.Hkv * a.M;
+  a.wl = clamp_window(p->window_left);
+  a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  const float kLog2e = 1.4426950408889634f;
+  if (p->softcap > 0.f) {
+    a.softcap_on = 1;
+    a.scale_log2 = p->scale / p->softcap;
+    a.cap_log2 = p->softcap * kLog2e;
+  } else {
+    a.softcap_on = 0;
+    a.scale_log2 = p->scale * kLog2e;
+    a.cap_log2 = 0.f;
+  }
+  // the workspace decides how many splits can be stored; too small -> fewer splits (>= 1)
+  if (reinterpret_cast<uintptr_t>(p->workspace) & 15) ns = 1;  // float4 stores need 16-byte alignment
+  while (ns > 1 && (p->workspace == nullptr || ws_bytes_for(ns, a.R, D) > p->workspace_bytes)) --ns;
+  a.nsplit = ns;
+  a.ws_o = ns > 1 ? reinterpret_cast<float*>(p->workspace) : nullptr;
+  a.ws_lse = ns > 1 ? reinterpret_cast<float*>(static_cast<char*>(p->workspace) + ws_lse_offset(ns, a.R, D))
+                    : nullptr;
+
+  const int64_t nblk = (int64_t)a.B * a.Hkv * ns * a.mtiles;
+  splitkv_kernel<T, D><<<(unsigned)nblk, kThreads, Cfg<D>::kSmem, stream>>>(a);
+  if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
+  if (ns == 1) return KSEEK_OK;
+
+  // combine, launched with programmatic stream serialization (its launch overlaps the main
+  // grid's tail; griddepcontrol.wait inside orders the reads); plain launch if refused
+  const unsigned cblk = (unsigned)((a.R + 3) / 4);
+  cudaLaunchConfig_t cfg = {};
+  cfg.gridDim = dim3(cblk);
+  cfg.blockDim = dim3(128);
+  cfg.dynamicSmemBytes = 0;
+  cfg.stream = stream;
+  cudaLaunchAttribute attr[1];
+  attr[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attr[0].val.programmaticStreamSerializationAllowed = 1;
+  cfg.attrs = attr;
+  cfg.numAttrs = 1;
+  if (cudaLaunchKernelEx(&cfg, combine_kernel<T, D>, a) != cudaSuccess) {
+    cudaGetLastError();
+    combine_kernel<T, D><<<cblk, 128, 0, stream>>>(a);
+    if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
+  }
+  return KSEEK_OK;
+}
+
+inline int run(const kseek_params* p, cudaStream_t stream) {
+  if (!p) return KSEEK_ERR_INVALID;
+  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
+  if (!supported(p)) return KSEEK_ERR_UNSUPPORTED;
+  if (p->seqlen_q == 0) return KSEEK_OK;
+  const int ns = choose_splits(p);
+  const bool f16 = p->dtype == KSEEK_FP16;
+  switch (p->head_dim) {
+    case 64: return f16 ? launch<__half, 64>(p, ns, stream) : launch<__nv_bfloat16, 64>(p, ns, stream);
+    case 128: return f16 ? launch<__half, 128>(p, ns, stream) : launch<__nv_bfloat16, 128>(p, ns, stream);
+    default: return f16 ? launch<__half, 256>(p, ns, stream) : launch<__nv_bfloat16, 256>(p, ns, stream);
+  }
+}
+
+}  // namespace dec
+
+// =================================================================================================
 // ABI
 // =================================================================================================
+// Which calls go to Part D: every paged call it supports, and dense calls with at most 16 query
+// rows per KV head (Sq * Hq / Hkv), where one m16 tile holds all of them.
+static bool use_decode(const kseek_params* p) {
+  if (fa3::force_fallback() || !dec::supported(p)) return false;
+  if (p->page_table) return true;
+  return (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv) <= 16;
+}
+
 extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
   if (!p) return KSEEK_ERR_INVALID;
   if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
@@ -1262,7 +2868,12 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
   if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits
   if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
 
-  const int r = fa3::fwd(p, stream);
+  if (use_decode(p)) {  // Part D: paged KV, or dense decode (a few query rows per KV head)
+    fa3::g_last_path = 1;
+    return dec::run(p, stream);
+  }
+  int r = fa3::fwd(p, stream);             // Part 3: bf16/fp16 prefill
+  if (r < 0) r = fa3::f8::fwd(p, stream);  // Part F: fp8 e4m3 (-1 for anything it does not take)
   if (r >= 0) {
     fa3::g_last_path = 1;
     return r;
@@ -1276,8 +2887,7 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
 }
 
 extern "C" size_t kseek_workspace_bytes(const kseek_params* p) {
-  (void)p;
-  return 0;
+  return (p && p->abi_version == KSEEK_ABI_VERSION && use_decode(p)) ? dec::workspace_bytes(p) : 0;
 }
 
 extern "C" const char* kseek_name(void) { return "fa3_hopper"; }
