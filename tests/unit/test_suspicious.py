@@ -68,6 +68,22 @@ def test_speedup_above_the_threshold_is_suspicious(speedup):
     assert f"speedup {speedup:.2f}x above {S_MAX}x" in row.suspicious_reason
 
 
+def test_a_gain_over_a_tiny_baseline_kernel_is_left_to_the_ceiling_checks():
+    """Below SUSPICIOUS_MIN_BASE_KERNEL_MS of baseline kernel time a large gain is launch and tile
+    quantization (one small block against a 128-row tile), not evidence of skipped work."""
+    floor = E.SUSPICIOUS_MIN_BASE_KERNEL_MS
+    tiny = {"fa4": {"status": "passed", "time_ms": 0.2, "kernel_ms": floor * 0.9, "version": "x"}}
+    row = E.make_row(DENSE, "g", reply(0.005, tiny, kernel_ms=0.004))
+    assert row.speedup > S_MAX and row.kernel_speedup > S_MAX and not row.suspicious
+    big = {"fa4": {"status": "passed", "time_ms": 0.2, "kernel_ms": floor * 1.1, "version": "x"}}
+    row = E.make_row(DENSE, "g", reply(0.005, big, kernel_ms=0.004))
+    assert row.suspicious and "above" in row.suspicious_reason
+    # the ceiling checks still apply to tiny shapes
+    row = E.make_row(DENSE, "g", reply(ms_for_tflops(DENSE, 5000.0), tiny, kernel_ms=0.004),
+                     ceilings={"bf16_tflops": 773.0, "read_gbps": 4322.0})
+    assert row.suspicious and "ceiling" in row.suspicious_reason
+
+
 def test_speedup_is_against_the_fastest_real_baseline_not_a_stand_in():
     bl = {"cudnn": {"status": "passed", "time_ms": 1.2, "version": "a"},
           "fa2": {"status": "passed", "time_ms": 1.1, "version": "b"},
