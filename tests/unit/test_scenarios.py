@@ -558,3 +558,17 @@ def test_cli_lists_the_big_grids():
         r = run_cli(name)
         assert r.returncode == 0, r.stderr
         assert f"{n} scenario(s) of grid {name}" in r.stdout
+
+
+def test_bench26fp8_is_bench26s_prefill_rows_in_fp8():
+    """Same row numbers and shapes as bench26's prefill rows, so fp8 and bf16 line up row by row."""
+    bf16 = {s.row: s for s in load_grid("bench26")}
+    fp8 = load_grid("bench26fp8")
+    assert [s.row for s in fp8] == list(range(1, 20)) + [25, 26]
+    for s in fp8:
+        b = bf16[s.row]
+        assert s.dtype == "fp8" and b.dtype == "bf16" and s.name == b.name + "_fp8"
+        assert s.flops() == b.flops()
+        assert (s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim, s.causal, s.window,
+                s.softcap, s.seqlens_q) == (b.batch, b.seqlen_q, b.seqlen_k, b.heads_q, b.heads_kv,
+                                            b.head_dim, b.causal, b.window, b.softcap, b.seqlens_q)
