@@ -40,6 +40,7 @@
 #include <math.h>
 #include <algorithm>
 #include <stdlib.h>
+#include <string.h>
 #include <type_traits>
 
 // =================================================================================================
@@ -649,6 +650,7 @@ struct Args {
   int heads, batch;        // Hq, B
   int m_blocks;            // ceil(Sq / kBM) (varlen: of the longest sequence)
   int tiles;               // m_blocks * heads * batch work tiles, spread over a persistent grid
+  int sec;                 // (batch, head) pairs per section of the tile order (see tile_at)
 };
 
 // One work tile: 128 query rows of one head of one sequence, and the K/V tiles it visits.
@@ -659,14 +661,22 @@ struct Tile {
   int q_row0, q_coord, k_coord, tb;  // TMA coordinates (varlen: packed rows, batch 0)
 };
 
-// Tile `idx` of the persistent schedule: the longest causal tiles first (m_block descending), then
-// heads of one sequence next to each other (GQA neighbours read the same K/V from L2).
+// Tile `idx` of the persistent schedule. The (batch, head) pairs (head fastest: GQA neighbours
+// read the same K/V) are cut into sections of a.sec pairs; inside a section the longest causal
+// tiles come first (m_block descending), then the pairs. a.sec = all pairs is one section (the
+// order measured in run 061800); smaller sections keep the K/V that the resident CTAs read inside
+// the L2 (KSEEK_FA3_ORDER=section, untested on a GPU; see NOTES v4).
 // Returns false when the tile starts past its sequence's last query row (varlen).
 template <int BN>
 __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
-  const int hb = a.heads * a.batch;
-  const int m_block = a.m_blocks - 1 - idx / hb;
-  const int r = idx - (idx / hb) * hb;
+  const int hb_all = a.heads * a.batch;
+  const int per = a.sec * a.m_blocks;           // tiles in a full section
+  const int sec = idx / per;
+  const int first = sec * a.sec;                // first pair of this section
+  const int n = min(a.sec, hb_all - first);     // pairs in this section (the last may be short)
+  const int r0 = idx - sec * per;
+  const int m_block = a.m_blocks - 1 - r0 / n;
+  const int r = first + (r0 - (r0 / n) * n);
   ti.h = r % a.heads;
   ti.b = r / a.heads;
   ti.hkv = ti.h / a.group;
@@ -1208,6 +1218,25 @@ inline int sm_count() {
   return n;
 }
 
+// (batch, head) pairs per section of the persistent tile order (tile_at). Default: one section
+// (query tile outermost over all pairs). KSEEK_FA3_ORDER=section: sections whose K/V (keys x
+// (D + Dv) x 2 bytes per KV head) fit in KSEEK_FA3_SECTION_MB (default 16) of the 50 MB L2,
+// whole GQA groups each.
+inline int section_pairs(const kseek_params* p, int d, int dv) {
+  const int all = p->heads_q * p->batch;
+  const char* e = getenv("KSEEK_FA3_ORDER");
+  if (!e || strcmp(e, "section") != 0) return all;
+  const int group = p->heads_q / p->heads_kv;
+  const double kv_bytes = (double)p->seqlen_k * (d + dv) * 2.0;  // one KV head of one sequence
+  const char* mb = getenv("KSEEK_FA3_SECTION_MB");
+  const double mbv = mb ? atof(mb) : 16.0;
+  const double budget = (mbv > 0.0 ? mbv : 16.0) * (1 << 20);
+  int kv_heads = (int)(budget / (kv_bytes > 1.0 ? kv_bytes : 1.0));
+  if (kv_heads < 1) kv_heads = 1;
+  const double pairs = (double)kv_heads * group;
+  return pairs >= all ? all : (int)pairs;
+}
+
 // The consumer schedule (fwd_kernel's VAR): 2 (measured fastest on every probe shape, NOTES v3);
 // KSEEK_FA3_VARIANT=0/1/2 overrides it for A/B runs.
 inline int variant() {
@@ -1300,6 +1329,7 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
   const int64_t tiles = (int64_t)a.m_blocks * p->heads_q * p->batch;
   if (tiles <= 0 || tiles >= (int64_t)1 << 31) return -1;
   a.tiles = (int)tiles;
+  a.sec = section_pairs(p, D, DV);
   const int sms = sm_count();
   if (sms <= 0) return -1;
   const dim3 grid((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most

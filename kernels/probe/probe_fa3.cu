@@ -843,6 +843,24 @@ int main(int argc, char** argv) {
     fflush(stdout);
     test_f(rng);
   }
+  // v4 candidate: the sectioned tile order (KSEEK_FA3_ORDER=section), default schedule. Correctness
+  // with tiny sections (0.5 MB: the many-tile cases get 5-96 sections, some with a short last one),
+  // then timing with the real budget next to the default order.
+  unsetenv("KSEEK_FA3_VARIANT");
+  setenv("KSEEK_FA3_ORDER", "section", 1);
+  setenv("KSEEK_FA3_SECTION_MB", "0.5", 1);
+  printf("== (f) with KSEEK_FA3_ORDER=section KSEEK_FA3_SECTION_MB=0.5\n");
+  fflush(stdout);
+  test_f(rng);
+  unsetenv("KSEEK_FA3_SECTION_MB");
+  printf("== (g) with KSEEK_FA3_ORDER=section (16 MB sections)\n");
+  bench(128, 128, 0);
+  bench(128, 128, 1);
+  bench(64, 64, 0);
+  bench(256, 256, 1);
+  bench(192, 128, 1);
+  bench(128, 128, 1, 1024);
+  unsetenv("KSEEK_FA3_ORDER");
   for (const char* v : vars) {
     setenv("KSEEK_FA3_VARIANT", v, 1);
     bench(128, 128, 0);
