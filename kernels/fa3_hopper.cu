@@ -1218,6 +1218,46 @@ inline int sm_count() {
   return n;
 }
 
+// The Args fields shared by the bf16/fp16 (Part 3) and fp8 (Part F) launches: outputs, sequence
+// metadata, window, softcap and the softmax multipliers (scores kept in log2 units).
+inline void fill_args(const kseek_params* p, bool varlen, Args& a) {
+  a.o = p->o;
+  a.lse = p->lse;
+  a.o_bs = p->o_batch_stride;
+  a.o_rs = p->o_row_stride;
+  a.o_hs = p->o_head_stride;
+  a.lse_bs = p->lse_batch_stride;
+  a.lse_hs = p->lse_head_stride;
+  a.cu_q = p->cu_seqlens_q;
+  a.cu_k = p->cu_seqlens_k;
+  a.seqused = p->seqused_k;
+  a.leftpad = p->leftpad_k;
+  a.sinks = p->sinks;
+  a.sq = p->seqlen_q;
+  a.sk = p->seqlen_k;
+  a.group = p->heads_q / p->heads_kv;
+  a.wl = clamp_window(p->window_left);
+  a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  a.dv = p->head_dim_v;
+  // Keys past a sequence's end inside the map are real memory (next sequence, unused cache slots,
+  // keys of leftpad'ed tails) that may hold NaN/Inf: zero those V rows in shared memory. Without
+  // varlen/seqused/leftpad, rows past Sk are outside the map and TMA zero-fills them.
+  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
+  const float kLog2e = 1.4426950408889634f;
+  if (p->softcap > 0.f) {
+    a.softcap_on = 1;
+    a.cap_in = p->scale / p->softcap;
+    a.cap_out = p->softcap * kLog2e;  // capped scores are kept in log2 units
+    a.scale_log2 = 1.f;
+    a.lse_mul = 0.6931471805599453f;
+  } else {
+    a.softcap_on = 0;
+    a.cap_in = a.cap_out = 0.f;
+    a.scale_log2 = p->scale * kLog2e;
+    a.lse_mul = p->scale;
+  }
+}
+
 // (batch, head) pairs per section of the persistent tile order (tile_at). Default: one section
 // (query tile outermost over all pairs). KSEEK_FA3_ORDER=section: sections whose K/V (keys x
 // (D + Dv) x 2 bytes per KV head) fit in KSEEK_FA3_SECTION_MB (default 16) of the 50 MB L2,
@@ -1287,41 +1327,7 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
       !make_map(&tv, F16, p->v, p->head_dim_v, rows_k, p->heads_kv, nb, p->v_row_stride,
                 p->v_head_stride, p->v_batch_stride, BN, &a.v_swap))
     return -1;  // not for the fast path
-  a.o = p->o;
-  a.lse = p->lse;
-  a.o_bs = p->o_batch_stride;
-  a.o_rs = p->o_row_stride;
-  a.o_hs = p->o_head_stride;
-  a.lse_bs = p->lse_batch_stride;
-  a.lse_hs = p->lse_head_stride;
-  a.cu_q = p->cu_seqlens_q;
-  a.cu_k = p->cu_seqlens_k;
-  a.seqused = p->seqused_k;
-  a.leftpad = p->leftpad_k;
-  a.sinks = p->sinks;
-  a.sq = p->seqlen_q;
-  a.sk = p->seqlen_k;
-  a.group = p->heads_q / p->heads_kv;
-  a.wl = clamp_window(p->window_left);
-  a.wr = p->causal ? 0 : clamp_window(p->window_right);
-  a.dv = p->head_dim_v;
-  // Keys past a sequence's end inside the map are real memory (next sequence, unused cache slots,
-  // keys of leftpad'ed tails) that may hold NaN/Inf: zero those V rows in shared memory. Without
-  // varlen/seqused/leftpad, rows past Sk are outside the map and TMA zero-fills them.
-  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
-  const float kLog2e = 1.4426950408889634f;
-  if (p->softcap > 0.f) {
-    a.softcap_on = 1;
-    a.cap_in = p->scale / p->softcap;
-    a.cap_out = p->softcap * kLog2e;  // capped scores are kept in log2 units
-    a.scale_log2 = 1.f;
-    a.lse_mul = 0.6931471805599453f;
-  } else {
-    a.softcap_on = 0;
-    a.cap_in = a.cap_out = 0.f;
-    a.scale_log2 = p->scale * kLog2e;
-    a.lse_mul = p->scale;
-  }
+  fill_args(p, varlen, a);
 
   a.heads = p->heads_q;
   a.batch = p->batch;
@@ -1978,38 +1984,7 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
       !make_map(&tv, p->v, p->head_dim_v, rows_k, p->heads_kv, nb, p->v_row_stride, p->v_head_stride,
                 p->v_batch_stride, BN, CW, &a.v_swap))
     return -1;
-  a.o = p->o;
-  a.lse = p->lse;
-  a.o_bs = p->o_batch_stride;
-  a.o_rs = p->o_row_stride;
-  a.o_hs = p->o_head_stride;
-  a.lse_bs = p->lse_batch_stride;
-  a.lse_hs = p->lse_head_stride;
-  a.cu_q = p->cu_seqlens_q;
-  a.cu_k = p->cu_seqlens_k;
-  a.seqused = p->seqused_k;
-  a.leftpad = p->leftpad_k;
-  a.sinks = p->sinks;
-  a.sq = p->seqlen_q;
-  a.sk = p->seqlen_k;
-  a.group = p->heads_q / p->heads_kv;
-  a.wl = clamp_window(p->window_left);
-  a.wr = p->causal ? 0 : clamp_window(p->window_right);
-  a.dv = p->head_dim_v;
-  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
-  const float kLog2e = 1.4426950408889634f;
-  if (p->softcap > 0.f) {
-    a.softcap_on = 1;
-    a.cap_in = p->scale / p->softcap;
-    a.cap_out = p->softcap * kLog2e;
-    a.scale_log2 = 1.f;
-    a.lse_mul = 0.6931471805599453f;
-  } else {
-    a.softcap_on = 0;
-    a.cap_in = a.cap_out = 0.f;
-    a.scale_log2 = p->scale * kLog2e;
-    a.lse_mul = p->scale;
-  }
+  fill_args(p, varlen, a);
   Descales ds;
   ds.q = p->q_descale;
   ds.k = p->k_descale;
