@@ -39,6 +39,7 @@
 #include <cuda_fp8.h>
 #include <math.h>
 #include <algorithm>
+#include <atomic>
 #include <stdlib.h>
 #include <string.h>
 #include <type_traits>
@@ -289,11 +290,11 @@ inline bool bad_dim(int d) { return d <= 0 || d > kMaxDim || d % 8 != 0; }
 namespace fa3 {
 
 constexpr int kBM = 128;            // query rows per CTA (two consumer warpgroups of 64 rows)
-// keys per K/V tile: a template parameter of fwd_kernel (BN = 128, or 64 when Dv >= 192)
+// keys per K/V tile: a template parameter of fwd_kernel (BN = 128; 112 for D = Dv = 192, 80 for 256)
 constexpr int kStages = 2;          // K/V ring depth
 constexpr int kThreads = 384;       // warpgroup 0 = producer, 1..2 = consumers
 constexpr int kConsumerWarps = 8;   // arrivals that free one K or V stage (lane 0 of each warp)
-constexpr int kProducerRegs = 24;   // setmaxnreg targets: 128*24 + 256*240 = 64512 <= 65536
+constexpr int kProducerRegs = 32;   // setmaxnreg targets: 128*32 + 256*240 = 65536
 constexpr int kConsumerRegs = 240;
 
 // ---- shared-memory tile layout ------------------------------------------------------------------
@@ -476,6 +477,32 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
       : "l"(da), "l"(db), "r"(scale_d))
 
+// SS: D[64x80] (+)= A[64x16] (smem desc) * B[16x80] (smem desc); A and B K-major (trans 0/0).
+#define FA3_WGMMA_SS_N80(TY) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n80k16.f32." TY "." TY " " \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39}, %40, %41, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]) \
+      : "l"(da), "l"(db), "r"(scale_d))
+
+// SS: D[64x112] (+)= A[64x16] (smem desc) * B[16x112] (smem desc); A and B K-major (trans 0/0).
+#define FA3_WGMMA_SS_N112(TY) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %58, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n112k16.f32." TY "." TY " " \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55}, %56, %57, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]) \
+      : "l"(da), "l"(db), "r"(scale_d))
+
 // RS: D[64x64] (+)= A[64x16] (4 x b32 registers/thread) * B[16x64] (smem desc, TNB = trans-b).
 #define FA3_WGMMA_RS_N64(TY, TNB) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n" \
@@ -513,6 +540,16 @@ template <bool F16>
 __device__ __forceinline__ void wgmma_ss_n64(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (F16) FA3_WGMMA_SS_N64("f16");
   else FA3_WGMMA_SS_N64("bf16");
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_ss_n80(float (&d)[40], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (F16) FA3_WGMMA_SS_N80("f16");
+  else FA3_WGMMA_SS_N80("bf16");
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_ss_n112(float (&d)[56], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (F16) FA3_WGMMA_SS_N112("f16");
+  else FA3_WGMMA_SS_N112("bf16");
 }
 // RS form with B N-major (trans-b = 1): V as stored, [key][dv].
 template <bool F16>
@@ -560,6 +597,16 @@ __device__ __forceinline__ float tanh_approx(float x) {
   return y;
 }
 
+// One 32-bit word to / from shared memory (the tile index the producer hands to the consumers;
+// ordered by the mbarrier arrive (release) and wait (acquire) around it).
+__device__ __forceinline__ void st_shared_s32(uint32_t addr, int v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
+__device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
+  int v;
+  asm volatile("ld.shared.b32 %0, [%1];" : "=r"(v) : "r"(addr) : "memory");
+  return v;
+}
 // 16 zero bytes to shared memory (generic proxy; the caller fences before wgmma reads them).
 __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
@@ -584,6 +631,14 @@ __device__ __forceinline__ void wgmma_s(float (&d)[64], uint64_t da, uint64_t db
 template <bool F16>
 __device__ __forceinline__ void wgmma_s(float (&d)[32], uint64_t da, uint64_t db, int scale_d) {
   wgmma_ss_n64<F16>(d, da, db, scale_d);
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[40], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n80<F16>(d, da, db, scale_d);
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[56], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n112<F16>(d, da, db, scale_d);
 }
 
 // O (+)= P V for one k-step (16 keys) over all DV output columns: N = 128 wgmmas over pairs of
@@ -618,9 +673,10 @@ struct Smem {
   static constexpr int kK = kQ + kQBytes;
   static constexpr int kV = kK + kStages * kKBytes;
   static constexpr int kBar = kV + kStages * kVBytes;
-  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], q_empty
+  // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], q_empty; then the index of
+  // the tile whose Q the q_full barrier announces (-1: no more tiles)
   static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
-                       kBarVE = kBar + 56, kBarQE = kBar + 72;
+                       kBarVE = kBar + 56, kBarQE = kBar + 72, kTileIdx = kBar + 80;
   static constexpr int kTotal = kBar + 128 + 1024;  // + slack to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
                 "every tile (and chunk) must start on a 1024-byte boundary (swizzle atoms)");
@@ -651,7 +707,29 @@ struct Args {
   int m_blocks;            // ceil(Sq / kBM) (varlen: of the longest sequence)
   int tiles;               // m_blocks * heads * batch work tiles, spread over a persistent grid
   int sec;                 // (batch, head) pairs per section of the tile order (see tile_at)
+  int slot;                // this launch's tile counter: g_sched[slot] (see next_tile)
 };
+
+// Dynamic tile scheduler: CTA c runs tile c first, then asks a global counter for the next one
+// when its producer has issued the last K/V load of the current tile, so a CTA that drew short
+// causal tiles takes more of them (greedy, longest first: makespan within a few % of the ideal,
+// where the static round-robin lost 3-13% on causal rows and up to 82% under the sectioned order,
+// NOTES v4). g_sched[slot] = {tiles handed out past the first wave, CTAs finished}; the last CTA
+// to finish puts both back to 0, so no per-call memset is needed and graph replays work. The host
+// rotates kSchedSlots slots so that launches on different streams do not share a counter.
+constexpr int kSchedSlots = 32;
+__device__ int g_sched[kSchedSlots][2];
+__device__ __forceinline__ int next_tile(const Args& a) {
+  return (int)gridDim.x + atomicAdd(&g_sched[a.slot][0], 1);
+}
+// Called once per CTA by its producer thread after its last next_tile.
+__device__ __forceinline__ void sched_done(const Args& a) {
+  __threadfence();  // this CTA's counter fetches happen before its "finished" count
+  if (atomicAdd(&g_sched[a.slot][1], 1) == (int)gridDim.x - 1) {
+    atomicExch(&g_sched[a.slot][0], 0);
+    atomicExch(&g_sched[a.slot][1], 0);
+  }
+}
 
 // One work tile: 128 query rows of one head of one sequence, and the K/V tiles it visits.
 struct Tile {
@@ -665,7 +743,7 @@ struct Tile {
 // read the same K/V) are cut into sections of a.sec pairs; inside a section the longest causal
 // tiles come first (m_block descending), then the pairs. a.sec = all pairs is one section (the
 // order measured in run 061800); smaller sections keep the K/V that the resident CTAs read inside
-// the L2 (KSEEK_FA3_ORDER=section, untested on a GPU; see NOTES v4).
+// the L2 (the default since v5; KSEEK_FA3_ORDER=flat gives one section; NOTES v4, v5).
 // Returns false when the tile starts past its sequence's last query row (varlen).
 template <int BN>
 __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
@@ -761,10 +839,22 @@ __global__ void __launch_bounds__(kThreads, 1)
       prefetch_tmap(&tk);
       prefetch_tmap(&tv);
       int kv = 0, qi = 0;
-      for (int idx = blockIdx.x; idx < a.tiles; idx += gridDim.x) {
+      for (int idx = blockIdx.x;;) {
         Tile ti;
-        if (!tile_at<BN>(a, idx, ti) || ti.n_cnt == 0) continue;
-        mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q
+        const bool more = idx < a.tiles;
+        if (more && !tile_at<BN>(a, idx, ti)) {  // varlen: starts past its sequence's end
+          idx = next_tile(a);
+          continue;
+        }
+        mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q (and index)
+        st_shared_s32(base + L::kTileIdx, more ? idx : -1);
+        if (!more || ti.n_cnt == 0) {
+          mbar_arrive(bar_q);  // no Q to load: the index alone (-1 ends the consumers' loop)
+          if (!more) break;
+          ++qi;
+          idx = next_tile(a);
+          continue;
+        }
         mbar_arrive_expect_tx(bar_q, L::kQBytes);
 #pragma unroll
         for (int c = 0; c < D / 64; ++c)
@@ -788,7 +878,9 @@ __global__ void __launch_bounds__(kThreads, 1)
             tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, ti.k_coord + n_block * BN,
                      ti.hkv, ti.tb, a.v_swap);
         }
+        idx = next_tile(a);
       }
+      sched_done(a);
     }
   } else {
     // ------------------------------------------------------------------ consumer warpgroups
@@ -811,9 +903,12 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1) named_bar_arrive(3, 256);
     }
     int kv = 0, qi = 0;
-    for (int idx = blockIdx.x; idx < a.tiles; idx += gridDim.x) {
+    for (;;) {
+      mbar_wait(bar_q, qi & 1);  // the next tile's index (and its Q, when it has keys)
+      const int idx = ld_shared_s32(base + L::kTileIdx);
+      if (idx < 0) break;
       Tile ti;
-      if (!tile_at<BN>(a, idx, ti)) continue;
+      tile_at<BN>(a, idx, ti);  // true: the producer skips tiles past a sequence's end
       const int m0 = ti.m0, sq = ti.sq, sk = ti.sk, diag = ti.diag;
       const int n_max = ti.n_max, n_cnt = ti.n_cnt, h = ti.h, b = ti.b, q_row0 = ti.q_row0;
       const int row0 = m0 + 64 * cw + acc_row(t, 0);  // query row of elements i%4 in {0,1}; +8 for {2,3}
@@ -887,7 +982,8 @@ __global__ void __launch_bounds__(kThreads, 1)
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
           sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * a.scale_log2;  // all masked so far: exp2(-inf)=0
-          corr[r] = ex2(m_run[r] * a.scale_log2 - sub[r]);           // m_run = -inf: 0 (o, l are 0)
+          // max unchanged: exactly 1 (lets rescale_o skip); m_run = -inf: 0 (o, l are 0)
+          corr[r] = mx[r] == m_run[r] ? 1.f : ex2(m_run[r] * a.scale_log2 - sub[r]);
           m_run[r] = mx[r];
           l_run[r] *= corr[r];
         }
@@ -901,7 +997,10 @@ __global__ void __launch_bounds__(kThreads, 1)
           }
         }
       };
+      // Skipped when no row of the warp changed its max (corr exactly 1): on long rows most
+      // tiles, 64-128 FMULs per thread each. The vote is warp-uniform, so is the branch.
       auto rescale_o = [&]() {
+        if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
 #pragma unroll
         for (int j = 0; j < DV / 8; ++j) {
           o[4 * j] *= corr[0];
@@ -948,8 +1047,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(bar_qe);
       };
+      if (n_cnt == 0) release_q();  // no keys: O = 0, LSE = -inf below
       if (n_cnt > 0) {
-        mbar_wait(bar_q, qi & 1);
         if constexpr (VAR >= 1) {
           // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
           // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
@@ -997,10 +1096,8 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 
-      if (n_cnt > 0) {
-        ++qi;
-        kv += n_cnt;
-      }
+      ++qi;
+      kv += n_cnt;
 
       // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
 #pragma unroll
@@ -1258,14 +1355,14 @@ inline void fill_args(const kseek_params* p, bool varlen, Args& a) {
   }
 }
 
-// (batch, head) pairs per section of the persistent tile order (tile_at). Default: one section
-// (query tile outermost over all pairs). KSEEK_FA3_ORDER=section: sections whose K/V (keys x
-// (D + Dv) x 2 bytes per KV head) fit in KSEEK_FA3_SECTION_MB (default 16) of the 50 MB L2,
-// whole GQA groups each.
+// (batch, head) pairs per section of the persistent tile order (tile_at): sections whose K/V
+// (keys x (D + Dv) x 2 bytes per KV head) fit in KSEEK_FA3_SECTION_MB (default 16) of the 50 MB
+// L2, whole GQA groups each. KSEEK_FA3_ORDER=flat: one section (query tile outermost over all
+// pairs, v3/v4's default) for A/B runs.
 inline int section_pairs(const kseek_params* p, int d, int dv) {
   const int all = p->heads_q * p->batch;
   const char* e = getenv("KSEEK_FA3_ORDER");
-  if (!e || strcmp(e, "section") != 0) return all;
+  if (e && strcmp(e, "flat") == 0) return all;
   const int group = p->heads_q / p->heads_kv;
   const double kv_bytes = (double)p->seqlen_k * (d + dv) * 2.0;  // one KV head of one sequence
   const char* mb = getenv("KSEEK_FA3_SECTION_MB");
@@ -1282,6 +1379,11 @@ inline int section_pairs(const kseek_params* p, int d, int dv) {
 inline int variant() {
   const char* e = getenv("KSEEK_FA3_VARIANT");
   return (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 2;
+}
+
+inline bool bn64_forced() {
+  const char* e = getenv("KSEEK_FA3_BN");
+  return e && strcmp(e, "64") == 0;
 }
 
 // Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
@@ -1336,13 +1438,21 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
   if (tiles <= 0 || tiles >= (int64_t)1 << 31) return -1;
   a.tiles = (int)tiles;
   a.sec = section_pairs(p, D, DV);
+  static std::atomic<unsigned> launches{0};  // rotates the scheduler's counter slots
+  a.slot = (int)(launches.fetch_add(1, std::memory_order_relaxed) % kSchedSlots);
   const int sms = sm_count();
   if (sms <= 0) return -1;
   const dim3 grid((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most
-  switch (variant()) {
-    case 0: return start<T, D, DV, BN, 0>(grid, stream, tq, tk, tv, a);
-    case 1: return start<T, D, DV, BN, 1>(grid, stream, tq, tk, tv, a);
-    default: return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);
+  if constexpr (BN != 64 && BN != 128) {
+    return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);  // wide tiles: VAR 2 only
+  } else {
+    switch (variant()) {
+      case 0: return start<T, D, DV, BN, 0>(grid, stream, tq, tk, tv, a);
+      case 1:  // not built for Dv = 256: it spills there (12 bytes since v5); runs VAR 2 instead
+        if constexpr (DV < 256) return start<T, D, DV, BN, 1>(grid, stream, tq, tk, tv, a);
+        [[fallthrough]];
+      default: return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);
+    }
   }
 }
 
@@ -1352,8 +1462,11 @@ int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk)
   if (d == 64) return launch<T, 64, 64, 128>(p, stream, rq, rk);
   if (d == 96 || d == 128) return launch<T, 128, 128, 128>(p, stream, rq, rk);  // 96: padded
   if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
-  if (d == 192) return launch<T, 192, 192, 64>(p, stream, rq, rk);
-  if (d == 256) return launch<T, 256, 256, 64>(p, stream, rq, rk);
+  // Dv >= 192: 112 / 80 keys per K/V tile (FlashAttention-3's choice for these head dims: the
+  // most that fits in shared memory with two stages), KSEEK_FA3_BN=64 for v4's 64 (A/B runs).
+  const bool bn64 = bn64_forced();
+  if (d == 192) return bn64 ? launch<T, 192, 192, 64>(p, stream, rq, rk) : launch<T, 192, 192, 112>(p, stream, rq, rk);
+  if (d == 256) return bn64 ? launch<T, 256, 256, 64>(p, stream, rq, rk) : launch<T, 256, 256, 80>(p, stream, rq, rk);
   return -1;
 }
 

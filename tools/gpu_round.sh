@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
 # One round on the H200 after a kernel change, in as few device calls as possible.
-#   bash tools/gpu_round.sh probes     build the three probes in parallel, run them (about 4 min)
-#   bash tools/gpu_round.sh bench      optest + hopper checks, bench26 with the default tile order,
-#                                      then with KSEEK_FA3_ORDER=section (FA4 staged first: three
-#                                      calls, ../shared/tools/fa4/README.md)
+#   bash tools/gpu_round.sh probes     build the probes in parallel, run them (correctness; set
+#                                      PROBE_NO_BENCH=1 to skip probe_fa3's (g) timings)
+#   bash tools/gpu_round.sh bench      optest + hopper checks, then bench26 twice (FA4 staged first:
+#                                      three calls, ../shared/tools/fa4/README.md)
+#   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch: KSEEK_FA3_BN=64
+#                                      (rows 13-15, 17, 26) and KSEEK_FA3_ORDER=flat (prefill rows)
 #   bash tools/gpu_round.sh fp8        bench26fp8 (fp8 TFLOP/s beside bench26's bf16 rows)
 #   bash tools/gpu_round.sh gputests   the GPU tests (API, eval smoke, ceilings, adversarial)
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
@@ -11,24 +13,39 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
+K=kernels/fa3_hopper.cu
+PROBES="probe/probe_fa3"
+[ -f kernels/wip/probe_decode_fp8.cu ] && PROBES="$PROBES wip/probe_decode_fp8"
 for what in "$@"; do
   case $what in
     probes)
-      (cd kernels/probe && for p in probe_fa3 probe_decode probe_fp8; do nvcc $A -o $p $p.cu > "$OUT/build_$p.txt" 2>&1 & done; wait)
-      for p in probe_fa3 probe_decode probe_fp8; do
-        (cd kernels/probe && timeout 240 ./$p > "$OUT/$p.txt" 2>&1); echo "$p rc=$?"
-        grep -E "FAIL|ALL PASS|FAILED|\(g|TIME|SWEEP|== " "$OUT/$p.txt" | tail -40
+      (cd kernels && for p in $PROBES; do nvcc $A -I. -o $p $p.cu > "$OUT/build_$(basename $p).txt" 2>&1 & done; wait)
+      for p in $PROBES; do
+        (cd kernels/$(dirname $p) && timeout 300 ./$(basename $p) > "$OUT/$(basename $p).txt" 2>&1); echo "$p rc=$?"
+        grep -E "FAIL|ALL PASS|FAILED|\(g|TIME|SWEEP|== " "$OUT/$(basename $p).txt" | tail -30
       done ;;
     bench)
-      KERNEL=kernels/fa3_hopper.cu bash tools/h200.sh check bench > "$OUT/bench_default.txt" 2>&1
-      KSEEK_FA3_ORDER=section KERNEL=kernels/fa3_hopper.cu bash tools/h200.sh bench > "$OUT/bench_section.txt" 2>&1
-      grep -h "correct\|run directory" "$OUT"/bench_default.txt "$OUT"/bench_section.txt ;;
+      KERNEL=$K bash tools/h200.sh check bench > "$OUT/bench1.txt" 2>&1
+      KERNEL=$K bash tools/h200.sh bench > "$OUT/bench2.txt" 2>&1
+      grep -h "correct\|run directory" "$OUT"/bench1.txt "$OUT"/bench2.txt ;;
+    ab)
+      KSEEK_FA3_BN=64 SCEN=13-15,17,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_bn64.txt" 2>&1
+      KSEEK_FA3_ORDER=flat SCEN=1-19,25,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_flat.txt" 2>&1
+      grep -h "correct\|run directory" "$OUT"/ab_*.txt ;;
+    profile)  # Nsight Compute on rows 4 and 15 (the prefill kernel's 3rd call of each)
+      for shape in "32 512 16 128 1" "1 16384 8 256 1"; do
+        tag=$(echo $shape | tr ' ' _)
+        timeout 240 python3 -m kernelseek profile --out "$OUT/prof_$tag" --kernel fwd_kernel --launch-skip 2 \
+          -- python3 tools/one_call.py $shape 3 > "$OUT/prof_$tag.txt" 2>&1; echo "profile $tag rc=$?"
+        tail -25 "$OUT/prof_$tag.txt"
+      done ;;
     fp8)
-      KERNEL=kernels/fa3_hopper.cu bash tools/h200.sh bench8 > "$OUT/bench_fp8.txt" 2>&1
+      KERNEL=$K bash tools/h200.sh bench8 > "$OUT/bench_fp8.txt" 2>&1
       grep -h "correct\|run directory" "$OUT/bench_fp8.txt" ;;
     gputests)
-      KERNEL=kernels/fa3_hopper.cu bash tools/h200.sh gputests > "$OUT/gputests.txt" 2>&1
+      KERNEL=$K bash tools/h200.sh gputests > "$OUT/gputests.txt" 2>&1
       tail -15 "$OUT/gputests.txt" ;;
     *) echo "unknown: $what" ;;
   esac

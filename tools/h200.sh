@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One script for the H200 (through the device tool): build, check and time in few calls.
-#   bash tools/h200.sh PHASE...   phases: env smoke check bench bench8 ceilings gputests
+#   bash tools/h200.sh PHASE...   phases: env smoke check bench bench8 benchsel (SCEN=rows) ceilings gputests
 # Run directories go to runs/ and are packed into $OUT/runs-<phase>.tgz; a short table prints last.
 # The GPU image lacks pyelftools (the constraint check): carry its wheel in .whl/ (git-ignored):
 #   python3 -m pip download --no-deps --only-binary=:all: -d .whl pyelftools==0.33
@@ -26,6 +26,7 @@ for phase in "$@"; do
     check) for g in optest hopper; do ks eval "$K" --grid $g --check-only --no-progress --runs-dir runs/check | tail -3; done ;;
     bench) ks eval "$K" --grid bench26 --baseline best --no-progress --runs-dir runs/bench ;;
     bench8) ks eval "$K" --grid bench26fp8 --baseline best --no-progress --runs-dir runs/bench ;;
+    benchsel) ks eval "$K" --grid bench26 --baseline best --no-progress --runs-dir runs/bench --scenarios "${SCEN:?SCEN=rows}" ;;
     ceilings) ks ceilings ;;
     gputests) KSEEK_ADVERSARIAL_OUT=$OUT/adversarial_h200.json python3 -m pytest -q -m gpu tests/gpu -p no:cacheprovider 2>&1 | tail -15 ;;
     *) echo "unknown phase $phase" ;;
