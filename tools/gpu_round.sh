@@ -16,8 +16,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
 K=kernels/fa3_hopper.cu
-PROBES="probe/probe_fa3"
-[ -f kernels/wip/probe_decode_fp8.cu ] && PROBES="$PROBES wip/probe_decode_fp8"
+if [ -z "${PROBES:-}" ]; then  # kernels/<dir>/<name> without .cu
+  PROBES="probe/probe_fa3"
+  [ -f kernels/wip/probe_decode_fp8.cu ] && PROBES="$PROBES wip/probe_decode_fp8"
+fi
 for what in "$@"; do
   case $what in
     probes)
