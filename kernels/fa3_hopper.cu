@@ -294,8 +294,13 @@ constexpr int kBM = 128;            // query rows per CTA (two consumer warpgrou
 constexpr int kStages = 2;          // K/V ring depth
 constexpr int kThreads = 384;       // warpgroup 0 = producer, 1..2 = consumers
 constexpr int kConsumerWarps = 8;   // arrivals that free one K or V stage (lane 0 of each warp)
-constexpr int kProducerRegs = 32;   // setmaxnreg targets: 128*32 + 256*240 = 65536
-constexpr int kConsumerRegs = 240;
+// setmaxnreg targets. The CTA holds 384 x 168 registers from launch (__launch_bounds__(384, 1));
+// what the producer gives back is all the consumers can take: 128 x (168 - 40) = 256 x (232 - 168).
+// (v5 first had 32/240, which asks for 1024 registers more than the pool holds: the consumers'
+// setmaxnreg.inc waited forever -- the probe hung on its first run. 24/240 fits but makes ptxas
+// spill 8 bytes in the v5 producer.)
+constexpr int kProducerRegs = 40;
+constexpr int kConsumerRegs = 232;
 
 // ---- shared-memory tile layout ------------------------------------------------------------------
 // A tile of R rows x D 16-bit elements (Q: R=128 query rows; K, V: R=128 keys) is stored as D/64

@@ -36,6 +36,8 @@
 #include "../fa3_hopper.cu"
 
 #include <stdio.h>
+#include <unistd.h>
+#include <chrono>
 #include <string.h>
 #include <vector>
 #include <cmath>
@@ -60,6 +62,23 @@ static void report(const char* name, bool ok, const char* detail = "") {
   printf("[%s] %s %s\n", ok ? "PASS" : "FAIL", name, detail);
   if (!ok) ++g_fail;
   fflush(stdout);
+}
+
+// Wait for the GPU like cudaDeviceSynchronize, but give up after 20 s: a deadlocked kernel then
+// costs the run 20 s and names its test, instead of eating the whole time limit silently.
+static void sync_or_die(int line) {
+  const auto t0 = std::chrono::steady_clock::now();
+  for (;;) {
+    const cudaError_t e = cudaStreamQuery(0);
+    if (e == cudaSuccess) return;
+    if (e != cudaErrorNotReady) CK(e);
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) {
+      printf("HANG: the GPU did not finish within 20 s (probe_fa3.cu line %d); stopping\n", line);
+      fflush(stdout);
+      _exit(3);
+    }
+    usleep(200);
+  }
 }
 
 __device__ __forceinline__ void fence_proxy_async() {
@@ -112,7 +131,7 @@ static void test_a(std::mt19937& rng) {
   for (int half = 0; half < 2; ++half) {
     CK(cudaMemset(dO, 0xff, 64 * 128 * 4));
     k_ss<D><<<1, 128, smem>>>(dA, dB, dO, half);
-    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError()); sync_or_die(__LINE__);
     std::vector<float> O(64 * 128);
     CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
     int bad = 0; char first[160] = "";
@@ -183,7 +202,7 @@ static void test_b(std::mt19937& rng) {
   for (int v = 0; v < nvar; ++v) {
     CK(cudaMemset(dO, 0xff, 64 * DV * 4));
     k_rs<DV><<<1, 128, smem>>>(dP, dV, dO, variants[v][0], variants[v][1]);
-    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError()); sync_or_die(__LINE__);
     std::vector<float> O(64 * DV);
     CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
     int bad = 0; char first[160] = "";
@@ -249,7 +268,7 @@ static void test_c() {
     CK(cudaFuncSetAttribute(k_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int row0 = 136, head = 2, batch = 1;  // rows 200..263 are out of bounds -> zeros
     k_tma<<<1, 128, smem>>>(map, dO, row0, head, batch, swap, D / 64);
-    CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+    CK(cudaGetLastError()); sync_or_die(__LINE__);
     std::vector<uint16_t> O(128 * D);
     CK(cudaMemcpy(O.data(), dO, O.size() * 2, cudaMemcpyDeviceToHost));
     int bad = 0; char first[200] = "";
@@ -352,7 +371,7 @@ static void test_d(std::mt19937& rng) {
   const int smem = 4 * 128 * D * 2 + 128 + 1024;
   CK(cudaFuncSetAttribute(k_pipe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_pipe<<<1, 384, smem>>>(tk, tv, n_iter, sk, sv, dO);
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError()); sync_or_die(__LINE__);
   std::vector<float> O(512);
   CK(cudaMemcpy(O.data(), dO, 512 * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -409,7 +428,7 @@ static void test_e() {
   const int smem = 2 * 128 * 128 + 1024;
   CK(cudaFuncSetAttribute(k_map, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_map<<<1, 128, smem>>>(dA, dB, dO);
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError()); sync_or_die(__LINE__);
   std::vector<float> O(128 * 64);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0, shown = 0;
@@ -474,7 +493,7 @@ static void test_a2(std::mt19937& rng) {
   const int smem = (128 + BN) * D * 2 + 1024;
   CK(cudaFuncSetAttribute(k_ss2<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_ss2<D, BN><<<1, 128, smem>>>(dA, dB, dO);
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError()); sync_or_die(__LINE__);
   std::vector<float> O(64 * BN);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -539,7 +558,7 @@ static void test_b2(std::mt19937& rng) {
   const int smem = BN * DV * 2 + 1024;
   CK(cudaFuncSetAttribute(k_rs2<DV, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_rs2<DV, BN><<<1, 128, smem>>>(dP, dV, dO);
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError()); sync_or_die(__LINE__);
   std::vector<float> O(64 * DV);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -645,7 +664,7 @@ static bool run_cfg(const Cfg& c, std::mt19937& rng, bool quiet = false) {
   p.causal = c.causal; p.window_left = c.wl; p.window_right = c.wr; p.softcap = c.softcap;
   p.scale = 1.f / sqrtf((float)D);
   const int rc = kseek_fwd(&p, 0);
-  CK(cudaGetLastError()); CK(cudaDeviceSynchronize());
+  CK(cudaGetLastError()); sync_or_die(__LINE__);
   const int path = fa3::g_last_path;
   CK(cudaMemcpy(o.data(), dout, no * sizeof(T), cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(lse.data(), dl, nl * 4, cudaMemcpyDeviceToHost));
@@ -796,7 +815,7 @@ static void bench(int D, int Dv, int causal, int wl = -1) {
   p.causal = causal; p.window_left = wl; p.window_right = -1; p.scale = 1.f / sqrtf((float)D);
   cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) kseek_fwd(&p, 0);
-  CK(cudaDeviceSynchronize());
+  sync_or_die(__LINE__);
   const int iters = 20;
   CK(cudaEventRecord(e0));
   for (int i = 0; i < iters; ++i) kseek_fwd(&p, 0);
