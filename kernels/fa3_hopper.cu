@@ -803,7 +803,7 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, u
 // 1 = intra-warpgroup overlap (S of the next tile and P V of this one in flight together),
 // 2 = 1 + ping-pong between the two consumer warpgroups (named barriers 3 and 4 hand the tensor
 // cores over: one warpgroup issues its GEMMs while the other runs its softmax).
-template <typename T, int D, int DV, int BN, int VAR>
+template <typename T, int D, int DV, int BN, int VAR, bool DYN>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ Args a) {
@@ -846,19 +846,28 @@ __global__ void __launch_bounds__(kThreads, 1)
       int kv = 0, qi = 0;
       for (int idx = blockIdx.x;;) {
         Tile ti;
-        const bool more = idx < a.tiles;
-        if (more && !tile_at<BN>(a, idx, ti)) {  // varlen: starts past its sequence's end
-          idx = next_tile(a);
-          continue;
-        }
-        mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q (and index)
-        st_shared_s32(base + L::kTileIdx, more ? idx : -1);
-        if (!more || ti.n_cnt == 0) {
-          mbar_arrive(bar_q);  // no Q to load: the index alone (-1 ends the consumers' loop)
-          if (!more) break;
-          ++qi;
-          idx = next_tile(a);
-          continue;
+        if constexpr (DYN) {
+          const bool more = idx < a.tiles;
+          if (more && !tile_at<BN>(a, idx, ti)) {  // varlen: starts past its sequence's end
+            idx = next_tile(a);
+            continue;
+          }
+          mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q (and index)
+          st_shared_s32(base + L::kTileIdx, more ? idx : -1);
+          if (!more || ti.n_cnt == 0) {
+            mbar_arrive(bar_q);  // no Q to load: the index alone (-1 ends the consumers' loop)
+            if (!more) break;
+            ++qi;
+            idx = next_tile(a);
+            continue;
+          }
+        } else {  // static: tiles blockIdx.x, + gridDim.x, ...; the consumers walk the same list
+          if (idx >= a.tiles) break;
+          if (!tile_at<BN>(a, idx, ti) || ti.n_cnt == 0) {
+            idx += gridDim.x;
+            continue;
+          }
+          mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q
         }
         mbar_arrive_expect_tx(bar_q, L::kQBytes);
 #pragma unroll
@@ -883,9 +892,10 @@ __global__ void __launch_bounds__(kThreads, 1)
             tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, ti.k_coord + n_block * BN,
                      ti.hkv, ti.tb, a.v_swap);
         }
-        idx = next_tile(a);
+        if constexpr (DYN) idx = next_tile(a);
+        else idx += gridDim.x;
       }
-      sched_done(a);
+      if constexpr (DYN) sched_done(a);
     }
   } else {
     // ------------------------------------------------------------------ consumer warpgroups
@@ -908,12 +918,19 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1) named_bar_arrive(3, 256);
     }
     int kv = 0, qi = 0;
-    for (;;) {
-      mbar_wait(bar_q, qi & 1);  // the next tile's index (and its Q, when it has keys)
-      const int idx = ld_shared_s32(base + L::kTileIdx);
-      if (idx < 0) break;
+    for (int idx = blockIdx.x;;) {
+      if constexpr (DYN) {
+        mbar_wait(bar_q, qi & 1);  // the next tile's index (and its Q, when it has keys)
+        idx = __shfl_sync(0xffffffffu, ld_shared_s32(base + L::kTileIdx), 0);  // (all lanes read the same)
+        if (idx < 0) break;
+      } else if (idx >= a.tiles) {
+        break;
+      }
       Tile ti;
-      tile_at<BN>(a, idx, ti);  // true: the producer skips tiles past a sequence's end
+      if (!tile_at<BN>(a, idx, ti)) {  // static only (the dynamic producer never hands these out)
+        idx += gridDim.x;
+        continue;
+      }
       const int m0 = ti.m0, sq = ti.sq, sk = ti.sk, diag = ti.diag;
       const int n_max = ti.n_max, n_cnt = ti.n_cnt, h = ti.h, b = ti.b, q_row0 = ti.q_row0;
       const int row0 = m0 + 64 * cw + acc_row(t, 0);  // query row of elements i%4 in {0,1}; +8 for {2,3}
@@ -1052,8 +1069,11 @@ __global__ void __launch_bounds__(kThreads, 1)
         __syncwarp();
         if (lane == 0) mbar_arrive(bar_qe);
       };
-      if (n_cnt == 0) release_q();  // no keys: O = 0, LSE = -inf below
+      if constexpr (DYN) {
+        if (n_cnt == 0) release_q();  // no keys: O = 0, LSE = -inf below
+      }
       if (n_cnt > 0) {
+        if constexpr (!DYN) mbar_wait(bar_q, qi & 1);
         if constexpr (VAR >= 1) {
           // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
           // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
@@ -1101,8 +1121,10 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       }
 
-      ++qi;
-      kv += n_cnt;
+      if (DYN || n_cnt > 0) {
+        ++qi;
+        kv += n_cnt;
+      }
 
       // ---- epilogue: O / l, LSE; sinks join the denominator; rows without keys: 0 and -inf ----
 #pragma unroll
@@ -1141,6 +1163,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           if (lbase && (t & 3) == 0) lbase[row] = lse;
         }
       }
+      if constexpr (!DYN) idx += gridDim.x;
     }  // tiles
     if constexpr (VAR == 2) {
       if (cw == 0) named_bar_sync(3, 256);  // absorb warpgroup 1's last hand-over
@@ -1386,13 +1409,28 @@ inline int variant() {
   return (e && e[0] >= '0' && e[0] <= '2' && !e[1]) ? e[0] - '0' : 2;
 }
 
+// The tile schedule (fwd_kernel's DYN). Dynamic (a global tile counter) where tile costs differ --
+// causal or windowed attention -- and the head dim is at least 128: there it beat the static
+// round-robin by 5-12% (NOTES v5). Static otherwise: equal tiles need no balancing, and the
+// dynamic kernel's tile loop ends on a value read from shared memory, which ptxas cannot prove
+// warp-uniform, so its K/V loop computes descriptors and barrier addresses per thread (+59
+// instructions per iteration at hd128; 5-15% slower on non-causal and hd64 rows, NOTES v5).
+// KSEEK_FA3_SCHED=static|dynamic overrides (VAR 2 only; VAR 0/1 are always static).
+inline bool dynamic_schedule(const kseek_params* p) {
+  const char* e = getenv("KSEEK_FA3_SCHED");
+  if (e && strcmp(e, "static") == 0) return false;
+  if (e && strcmp(e, "dynamic") == 0) return true;
+  const bool ragged = p->causal || p->window_left >= 0 || p->window_right >= 0;
+  return ragged && p->head_dim >= 128;
+}
+
 inline bool bn64_forced() {
   const char* e = getenv("KSEEK_FA3_BN");
   return e && strcmp(e, "64") == 0;
 }
 
 // Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
-template <typename T, int D, int DV, int BN, int VAR>
+template <typename T, int D, int DV, int BN, int VAR, bool DYN>
 int start(const dim3& grid, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
           const CUtensorMap& tv, const Args& a) {
   constexpr int smem = Smem<D, DV, BN>::kTotal;
@@ -1400,14 +1438,14 @@ int start(const dim3& grid, cudaStream_t stream, const CUtensorMap& tq, const CU
   int dev = 0;
   if (cudaGetDevice(&dev) != cudaSuccess) return -1;
   if (dev < 0 || dev >= 64 || !attr_done[dev]) {
-    if (cudaFuncSetAttribute(fwd_kernel<T, D, DV, BN, VAR>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+    if (cudaFuncSetAttribute(fwd_kernel<T, D, DV, BN, VAR, DYN>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                              smem) != cudaSuccess) {
       cudaGetLastError();
       return -1;
     }
     if (dev >= 0 && dev < 64) attr_done[dev] = 1;
   }
-  fwd_kernel<T, D, DV, BN, VAR><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
+  fwd_kernel<T, D, DV, BN, VAR, DYN><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return KSEEK_OK;
   // A launch-configuration error (e.g. not enough shared memory) leaves no sticky state: retry
@@ -1448,15 +1486,17 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
   const int sms = sm_count();
   if (sms <= 0) return -1;
   const dim3 grid((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most
+  const int var = variant();
+  if (var == 2 && dynamic_schedule(p)) return start<T, D, DV, BN, 2, true>(grid, stream, tq, tk, tv, a);
   if constexpr (BN != 64 && BN != 128) {
-    return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);  // wide tiles: VAR 2 only
+    return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, a);  // wide tiles: VAR 2 only
   } else {
-    switch (variant()) {
-      case 0: return start<T, D, DV, BN, 0>(grid, stream, tq, tk, tv, a);
+    switch (var) {
+      case 0: return start<T, D, DV, BN, 0, false>(grid, stream, tq, tk, tv, a);
       case 1:  // not built for Dv = 256: it spills there (12 bytes since v5); runs VAR 2 instead
-        if constexpr (DV < 256) return start<T, D, DV, BN, 1>(grid, stream, tq, tk, tv, a);
+        if constexpr (DV < 256) return start<T, D, DV, BN, 1, false>(grid, stream, tq, tk, tv, a);
         [[fallthrough]];
-      default: return start<T, D, DV, BN, 2>(grid, stream, tq, tk, tv, a);
+      default: return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, a);
     }
   }
 }
