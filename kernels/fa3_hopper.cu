@@ -1,6 +1,6 @@
 // fa3_hopper.cu: FlashAttention-3-style forward for Hopper (sm_90a), implementing kernels/kseek.h.
 //
-// STATUS: v3 (kernels/NOTES.md has every version's prediction and measurement). Probes, each of
+// STATUS: v5c (kernels/NOTES.md has every version's prediction and measurement). Probes, each of
 // which #includes this file: kernels/probe/probe_fa3.cu (prefill), probe_decode.cu (Part D),
 // probe_fp8.cu (Part F). Design and layouts: kernels/probe/README*.md.
 //
@@ -10,17 +10,20 @@
 //       softcap, sinks, LSE. mma.sync + cp.async, query heads of a KV head packed into one M tile,
 //       split count chosen from the shape and the SM count (num_splits = 0), fp32 partials in the
 //       harness's workspace and a combine kernel.
-//   * Part 3, prefill (fa3::fwd_kernel<T, D, DV, BN, VAR>): bf16/fp16 (out dtype = in dtype), no
+//   * Part 3, prefill (fa3::fwd_kernel<T, D, DV, BN, VAR, DYN>): bf16/fp16 (out dtype = in dtype), no
 //       paged KV, (D, Dv) in {(64,64), (96,96) [padded to 128], (128,128), (192,128), (192,192),
 //       (256,256)}; dense or varlen (cu_seqlens_q AND cu_seqlens_k; one stream sync, see
 //       varlen_totals); seqused_k, leftpad_k; causal and/or sliding window (bottom-right aligned),
 //       fully masked K/V tiles skipped; softcap (tanh.approx.f32); sinks; MHA/GQA/MQA; LSE.
-//       A persistent grid (one CTA of 384 threads per SM walks 128-row query tiles, longest causal
-//       tiles first): warpgroup 0 produces (one thread issues TMA bulk tensor copies of Q and of K/V
+//       A persistent grid (one CTA of 384 threads per SM walks 128-row query tiles, in sections of
+//       heads whose K/V fit in 16 MB of L2, longest causal tiles first; round-robin, or from a global
+//       tile counter for causal/windowed calls with head dim > 64: DYN): warpgroup 0 produces (one thread issues TMA bulk tensor copies of Q and of K/V
 //       tiles into a 2-stage ring of 128B-swizzled shared memory, mbarriers), warpgroups 1 and 2
 //       consume 64 rows each (S = Q K^T by wgmma SS, softcap / masks / online softmax in
 //       registers, O += P V by wgmma RS), with intra-warpgroup overlap and ping-pong between the
-//       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules).
+//       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules). K/V tiles of
+//       128 keys, 112 for D = Dv = 192, 80 for 256. A/B switches: KSEEK_FA3_ORDER=flat,
+//       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64.
 //   * Part F, fp8 e4m3 prefill (fa3::f8::): q, k, v e4m3 with descales, o bf16; QK^T and PV by
 //       fp8 wgmma (V transposed in shared memory by the producer warpgroup).
 //   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (other head dims, odd
