@@ -17,8 +17,11 @@ REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "data" / "runs"
 
 
-def committed_runs(root: Path = COMMITTED, grid: str | None = None) -> list[Path]:
-    """Committed run directories, oldest first (by the finish time recorded in their meta)."""
+def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: bool = False) -> list[Path]:
+    """Committed run directories, oldest first (by the finish time recorded in their meta).
+
+    Runs of a subset of the grid (`--scenarios`, recorded as meta["scenarios_filter"]: A/B runs of a
+    few rows) are left out unless `partial`: the replay and the repeatability pairs use whole grids."""
     runs = []
     for p in sorted(root.glob("*/results.json")):
         try:
@@ -26,6 +29,8 @@ def committed_runs(root: Path = COMMITTED, grid: str | None = None) -> list[Path
         except ValueError:
             continue
         if grid and meta.get("grid") != grid:
+            continue
+        if meta.get("scenarios_filter") and not partial:
             continue
         runs.append((meta.get("finished_utc") or meta.get("started_utc") or "", p.parent))
     return [d for _, d in sorted(runs)]

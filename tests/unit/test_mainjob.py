@@ -31,6 +31,21 @@ def test_committed_h200_runs_are_real_and_complete():
         assert all(r.stand_in.get("time_ms", 0) > 0 for r in paged)      # labeled dense stand-in beside them
 
 
+def test_partial_runs_are_labeled_and_left_out_of_the_replay():
+    """A/B runs of a few rows (`--scenarios`) name their filter, hold exactly those rows, and are
+    never taken for the whole-grid replay."""
+    from kernelseek.scenarios import load_grid, select
+    full = set(committed_runs(grid="bench26"))
+    partial = [r for r in committed_runs(grid="bench26", partial=True) if r not in full]
+    assert partial, "the committed A/B runs of a few bench26 rows"
+    grid = load_grid("bench26")
+    for run in partial:
+        rows, meta = R.load(run)
+        want = [s.row for s in select(grid, meta["scenarios_filter"])]
+        assert [r.row for r in rows] == want and len(want) < 26
+        assert all(r.status == "passed" for r in rows)
+
+
 @pytest.mark.skipif(os.environ.get("KSEEK_FORCE_GPU_TESTS") == "1", reason="GPU present")
 def test_main_job_replays_without_gpu(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(REPO), CUDA_VISIBLE_DEVICES="")
