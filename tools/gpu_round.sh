@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One round on the H200 after a kernel change, in as few device calls as possible.
-#   bash tools/gpu_round.sh probes     build the probes in parallel, run them (correctness; set
-#                                      PROBE_NO_BENCH=1 to skip probe_fa3's (g) timings)
+#   bash tools/gpu_round.sh probes     build the probes in parallel, run them (correctness gate;
+#                                      see PROBE_PASSES below)
 #   bash tools/gpu_round.sh bench      optest + hopper checks, then bench26 twice (FA4 staged first:
 #                                      three calls, ../shared/tools/fa4/README.md)
 #   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch: KSEEK_FA3_BN=64
@@ -16,10 +16,10 @@ OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
 K=kernels/fa3_hopper.cu
-if [ -z "${PROBES:-}" ]; then  # kernels/<dir>/<name> without .cu
-  PROBES="probe/probe_fa3"
-  [ -f kernels/wip/probe_decode_fp8.cu ] && PROBES="$PROBES wip/probe_decode_fp8"
-fi
+PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
+# probe_fa3's quick gate: the shipped schedule and the forced-dynamic pass, no timings (about 2 min
+# with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH= for all.
+export PROBE_PASSES=${PROBE_PASSES-default,dynamic} PROBE_NO_BENCH=${PROBE_NO_BENCH-1}
 for what in "$@"; do
   case $what in
     probes)

@@ -864,28 +864,35 @@ int main(int argc, char** argv) {
   }
   // Every consumer schedule (fwd_kernel's VAR, chosen per call by KSEEK_FA3_VARIANT) end to end,
   // then timed; unset afterwards (the kernel's default).
-  const char* vars[] = {"0", "1", "2"};
-  for (const char* v : vars) {
-    setenv("KSEEK_FA3_VARIANT", v, 1);
-    printf("== (f) with KSEEK_FA3_VARIANT=%s\n", v);
+  // test_f end to end under each schedule the kernel can pick, one "pass" each (PROBE_PASSES, a
+  // comma-separated subset in this order of importance; default all):
+  //   default  VAR 2 as shipped (dynamic for causal/windowed head dim > 64, static otherwise)
+  //   dynamic  KSEEK_FA3_SCHED=dynamic with 0.5 MB sections (every case through the tile counter,
+  //            many short sections; each case launches the kernel again, so a counter that failed
+  //            to reset would lose tiles on the next launch and fail the check)
+  //   static   KSEEK_FA3_SCHED=static (round-robin, also for causal)
+  //   var0 var1  the serial and intra-warpgroup schedules (always static)
+  //   flat     KSEEK_FA3_ORDER=flat (one section: v3/v4's order)
+  struct Pass { const char* name; const char* env[3][2]; };
+  const Pass passes[] = {
+      {"default", {{nullptr, nullptr}}},
+      {"dynamic", {{"KSEEK_FA3_SCHED", "dynamic"}, {"KSEEK_FA3_SECTION_MB", "0.5"}}},
+      {"static", {{"KSEEK_FA3_SCHED", "static"}}},
+      {"var0", {{"KSEEK_FA3_VARIANT", "0"}}},
+      {"var1", {{"KSEEK_FA3_VARIANT", "1"}}},
+      {"flat", {{"KSEEK_FA3_ORDER", "flat"}}},
+  };
+  const char* want = getenv("PROBE_PASSES");
+  for (const Pass& ps : passes) {
+    if (want && !strstr(want, ps.name)) continue;
+    for (const auto& kv : ps.env)
+      if (kv[0]) setenv(kv[0], kv[1], 1);
+    printf("== (f) pass %s\n", ps.name);
     fflush(stdout);
     test_f(rng);
+    for (const auto& kv : ps.env)
+      if (kv[0]) unsetenv(kv[0]);
   }
-  // v5: the dynamic scheduler with the sectioned order (the default) was run above; here also the
-  // flat order (v3/v4's) and tiny sections (0.5 MB: the many-tile cases get 5-96 sections, some
-  // with a short last one). Every test_f case launches the kernel several times in a row, so a
-  // tile counter that failed to reset would lose tiles on the next launch and fail the check.
-  unsetenv("KSEEK_FA3_VARIANT");
-  setenv("KSEEK_FA3_ORDER", "flat", 1);
-  printf("== (f) with KSEEK_FA3_ORDER=flat\n");
-  fflush(stdout);
-  test_f(rng);
-  unsetenv("KSEEK_FA3_ORDER");
-  setenv("KSEEK_FA3_SECTION_MB", "0.5", 1);
-  printf("== (f) with KSEEK_FA3_SECTION_MB=0.5\n");
-  fflush(stdout);
-  test_f(rng);
-  unsetenv("KSEEK_FA3_SECTION_MB");
   const char* orders[] = {"flat", "section"};
   for (const char* ord : orders) {
     if (getenv("PROBE_NO_BENCH")) break;  // correctness only (the harness times bench26)
