@@ -302,8 +302,13 @@ constexpr int kConsumerWarps = 8;   // arrivals that free one K or V stage (lane
 // (v5 first had 32/240, which asks for 1024 registers more than the pool holds: the consumers'
 // setmaxnreg.inc waited forever -- the probe hung on its first run. 24/240 fits but makes ptxas
 // spill 8 bytes in the v5 producer.)
+#ifdef FA3_REGS_24_240  // A/B build hook (probe only): v4's split; the v5 producer then spills 8 bytes
+constexpr int kProducerRegs = 24;
+constexpr int kConsumerRegs = 240;
+#else
 constexpr int kProducerRegs = 40;
 constexpr int kConsumerRegs = 232;
+#endif
 
 // ---- shared-memory tile layout ------------------------------------------------------------------
 // A tile of R rows x D 16-bit elements (Q: R=128 query rows; K, V: R=128 keys) is stored as D/64
@@ -1025,7 +1030,9 @@ __global__ void __launch_bounds__(kThreads, 1)
       // Skipped when no row of the warp changed its max (corr exactly 1): on long rows most
       // tiles, 64-128 FMULs per thread each. The vote is warp-uniform, so is the branch.
       auto rescale_o = [&]() {
+#ifndef FA3_NO_RESCALE_SKIP  // A/B build hook (probe only)
         if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
+#endif
 #pragma unroll
         for (int j = 0; j < DV / 8; ++j) {
           o[4 * j] *= corr[0];

@@ -6,6 +6,8 @@
 #                                      three calls, ../shared/tools/fa4/README.md)
 #   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch: KSEEK_FA3_BN=64
 #                                      (rows 13-15, 17, 26) and KSEEK_FA3_ORDER=flat (prefill rows)
+#   bash tools/gpu_round.sh variants   probe_fa3 timings of the kernel and two A/B builds (register
+#                                      split 24/240, no rescale skip): the static path's open question
 #   bash tools/gpu_round.sh fp8        bench26fp8 (fp8 TFLOP/s beside bench26's bf16 rows)
 #   bash tools/gpu_round.sh gputests   the GPU tests (API, eval smoke, ceilings, adversarial)
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
@@ -27,6 +29,13 @@ for what in "$@"; do
       for p in $PROBES; do
         (cd kernels/$(dirname $p) && timeout 300 ./$(basename $p) > "$OUT/$(basename $p).txt" 2>&1); echo "$p rc=$?"
         grep -E "FAIL|ALL PASS|FAILED|\(g|TIME|SWEEP|== " "$OUT/$(basename $p).txt" | tail -30
+      done ;;
+    variants)  # probe_fa3's (g) timings for the v5c kernel and two build variants (NOTES, open question)
+      (cd kernels/probe && for v in "base:" "noskip:-DFA3_NO_RESCALE_SKIP" "regs240:-DFA3_REGS_24_240"; do
+         nvcc $A ${v#*:} -o probe_fa3_${v%%:*} probe_fa3.cu > "$OUT/build_variant_${v%%:*}.txt" 2>&1 & done; wait)
+      for v in base noskip regs240; do
+        (cd kernels/probe && PROBE_PASSES= PROBE_NO_BENCH= timeout 150 ./probe_fa3_$v f > "$OUT/variant_$v.txt" 2>&1)
+        echo "== $v"; grep -E "FAIL|\(g\)" "$OUT/variant_$v.txt" | tail -14
       done ;;
     bench)
       KERNEL=$K bash tools/h200.sh check bench > "$OUT/bench1.txt" 2>&1
