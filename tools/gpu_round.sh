@@ -20,7 +20,7 @@ A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
 K=kernels/fa3_hopper.cu
 PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
 # probe_fa3's quick gate: the shipped schedule and the forced-dynamic pass, no timings (about 2 min
-# with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH= for all.
+# with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH unset (env -u) for all.
 export PROBE_PASSES=${PROBE_PASSES-default,dynamic} PROBE_NO_BENCH=${PROBE_NO_BENCH-1}
 for what in "$@"; do
   case $what in
@@ -34,7 +34,7 @@ for what in "$@"; do
       (cd kernels/probe && for v in "base:" "noskip:-DFA3_NO_RESCALE_SKIP" "regs240:-DFA3_REGS_24_240"; do
          nvcc $A ${v#*:} -o probe_fa3_${v%%:*} probe_fa3.cu > "$OUT/build_variant_${v%%:*}.txt" 2>&1 & done; wait)
       for v in base noskip regs240; do
-        (cd kernels/probe && PROBE_PASSES= PROBE_NO_BENCH= timeout 150 ./probe_fa3_$v f > "$OUT/variant_$v.txt" 2>&1)
+        (cd kernels/probe && env -u PROBE_NO_BENCH PROBE_PASSES= timeout 150 ./probe_fa3_$v f > "$OUT/variant_$v.txt" 2>&1)
         echo "== $v"; grep -E "FAIL|\(g\)" "$OUT/variant_$v.txt" | tail -14
       done ;;
     bench)
