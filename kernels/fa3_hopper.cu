@@ -11,7 +11,7 @@
 //       split count chosen from the shape and the SM count (num_splits = 0), fp32 partials in the
 //       harness's workspace and a combine kernel.
 //   * Part 3, prefill (fa3::fwd_kernel<T, D, DV, BN, VAR, DYN>): bf16/fp16 (out dtype = in dtype), no
-//       paged KV, (D, Dv) in {(64,64), (96,96) [padded to 128], (128,128), (192,128), (192,192),
+//       paged KV, (D, Dv) in {(64,64), (96,96) [2 smem chunks, 6 k-steps], (128,128), (192,128), (192,192),
 //       (256,256)}; dense or varlen (cu_seqlens_q AND cu_seqlens_k; one stream sync, see
 //       varlen_totals); seqused_k, leftpad_k; causal and/or sliding window (bottom-right aligned),
 //       fully masked K/V tiles skipped; softcap (tanh.approx.f32); sinks; MHA/GQA/MQA; LSE.
@@ -23,7 +23,7 @@
 //       registers, O += P V by wgmma RS), with intra-warpgroup overlap and ping-pong between the
 //       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules). K/V tiles of
 //       128 keys, 112 for D = Dv = 192, 80 for 256. A/B switches: KSEEK_FA3_ORDER=flat,
-//       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64.
+//       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64|192 (A/B: keys per K/V tile).
 //   * Part F, fp8 e4m3 prefill (fa3::f8::): q, k, v e4m3 with descales, o bf16; QK^T and PV by
 //       fp8 wgmma (V transposed in shared memory by the producer warpgroup).
 //   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (other head dims, odd
@@ -490,6 +490,25 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
       : "l"(da), "l"(db), "r"(scale_d))
 
+// SS: D[64x192] (+)= A[64x16] * B[16x192] (head dim 64 with 192-key tiles, KSEEK_FA3_BN=192).
+#define FA3_WGMMA_SS_N192(TY) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n192k16.f32." TY "." TY " " \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95}, %96, %97, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), \
+      "+f"(d[88]), "+f"(d[89]), "+f"(d[90]), "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]) \
+      : "l"(da), "l"(db), "r"(scale_d))
+
 // SS: D[64x80] (+)= A[64x16] (smem desc) * B[16x80] (smem desc); A and B K-major (trans 0/0).
 #define FA3_WGMMA_SS_N80(TY) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %42, 0;\n" \
@@ -525,6 +544,15 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
       "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
       "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
       "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]) \
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d))
+
+// RS: D[64x32] (+)= A[64x16] * B[16x32] (head dim 96: the second half-chunk of V).
+#define FA3_WGMMA_RS_N32(TY, TNB) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n32k16.f32." TY "." TY " " \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}, {%16,%17,%18,%19}, %20, p, 1, 1, " TNB ";\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]) \
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d))
 
 // RS: D[64x128] (+)= A[64x16] (4 x b32 registers/thread) * B[16x128] (smem desc, TNB = trans-b).
@@ -564,6 +592,11 @@ __device__ __forceinline__ void wgmma_ss_n112(float (&d)[56], uint64_t da, uint6
   if constexpr (F16) FA3_WGMMA_SS_N112("f16");
   else FA3_WGMMA_SS_N112("bf16");
 }
+template <bool F16>
+__device__ __forceinline__ void wgmma_ss_n192(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (F16) FA3_WGMMA_SS_N192("f16");
+  else FA3_WGMMA_SS_N192("bf16");
+}
 // RS form with B N-major (trans-b = 1): V as stored, [key][dv].
 template <bool F16>
 __device__ __forceinline__ void wgmma_rs_tb(float (&d)[64], const uint32_t (&a)[4], uint64_t db,
@@ -576,6 +609,12 @@ __device__ __forceinline__ void wgmma_rs_tb(float (&d)[32], const uint32_t (&a)[
                                             int scale_d) {
   if constexpr (F16) FA3_WGMMA_RS_N64("f16", "1");
   else FA3_WGMMA_RS_N64("bf16", "1");
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_rs_tb(float (&d)[16], const uint32_t (&a)[4], uint64_t db,
+                                            int scale_d) {
+  if constexpr (F16) FA3_WGMMA_RS_N32("f16", "1");
+  else FA3_WGMMA_RS_N32("bf16", "1");
 }
 
 // Two floats to one .b32 of two 16-bit values, the lower column in the low half.
@@ -653,6 +692,10 @@ template <bool F16>
 __device__ __forceinline__ void wgmma_s(float (&d)[56], uint64_t da, uint64_t db, int scale_d) {
   wgmma_ss_n112<F16>(d, da, db, scale_d);
 }
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n192<F16>(d, da, db, scale_d);
+}
 
 // O (+)= P V for one k-step (16 keys) over all DV output columns: N = 128 wgmmas over pairs of
 // 64-column V chunks, plus one N = 64 wgmma for an odd last chunk (DV = 64, 192). The 64-column
@@ -670,18 +713,23 @@ __device__ __forceinline__ void pv_step(float (&o)[DV / 2], const uint32_t (&pa)
   if constexpr (NC % 2 == 1)
     wgmma_rs_tb<F16>(*reinterpret_cast<float(*)[32]>(&o[32 * (NC - 1)]), pa,
                      desc_mnmajor(vtile + (uint32_t)((NC - 1) * BN * 128), BN, ks), 1);
+  if constexpr (DV % 64 == 32)  // Dv = 96: columns 64..95 = the first half of chunk NC
+    wgmma_rs_tb<F16>(*reinterpret_cast<float(*)[16]>(&o[32 * NC]), pa,
+                     desc_mnmajor(vtile + (uint32_t)(NC * BN * 128), BN, ks), 1);
 }
 
 // =================================================================================================
 // Part 3: the fast kernel
 // =================================================================================================
-// D = padded q/k head dim (a multiple of 64; D = 96 runs as 128 with the TMA zero-filling columns
-// 96..127), DV = padded v head dim, BN = keys per K/V tile.
+// D = q/k head dim, DV = v head dim (multiples of 32), BN = keys per K/V tile. Shared memory holds
+// 64-column chunks (128-byte swizzle atoms): D = 96 takes two, the TMA zero-filling columns 96..127,
+// which the GEMMs never read (6 k-steps of S; P V as N = 64 + N = 32, pv_step).
+__host__ __device__ constexpr int pad64(int x) { return (x + 63) / 64 * 64; }
 template <int D, int DV, int BN>
 struct Smem {
-  static constexpr int kQBytes = kBM * D * 2;
-  static constexpr int kKBytes = BN * D * 2;   // one stage of K
-  static constexpr int kVBytes = BN * DV * 2;  // one stage of V
+  static constexpr int kQBytes = kBM * pad64(D) * 2;
+  static constexpr int kKBytes = BN * pad64(D) * 2;   // one stage of K
+  static constexpr int kVBytes = BN * pad64(DV) * 2;  // one stage of V
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBytes;
   static constexpr int kV = kK + kStages * kKBytes;
@@ -879,7 +927,7 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
         mbar_arrive_expect_tx(bar_q, L::kQBytes);
 #pragma unroll
-        for (int c = 0; c < D / 64; ++c)
+        for (int c = 0; c < pad64(D) / 64; ++c)
           tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, ti.q_coord, ti.h, ti.tb, a.q_swap);
         ++qi;
         for (int it = 0; it < ti.n_cnt; ++it, ++kv) {
@@ -890,13 +938,13 @@ __global__ void __launch_bounds__(kThreads, 1)
           mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
           mbar_arrive_expect_tx(kf, L::kKBytes);
 #pragma unroll
-          for (int c = 0; c < D / 64; ++c)
+          for (int c = 0; c < pad64(D) / 64; ++c)
             tma_tile(sK + stage * L::kKBytes + c * BN * 128, &tk, kf, 64 * c, ti.k_coord + n_block * BN,
                      ti.hkv, ti.tb, a.k_swap);
           mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
           mbar_arrive_expect_tx(vf, L::kVBytes);
 #pragma unroll
-          for (int c = 0; c < DV / 64; ++c)
+          for (int c = 0; c < pad64(DV) / 64; ++c)
             tma_tile(sV + stage * L::kVBytes + c * BN * 128, &tv, vf, 64 * c, ti.k_coord + n_block * BN,
                      ti.hkv, ti.tb, a.v_swap);
         }
@@ -1028,10 +1076,12 @@ __global__ void __launch_bounds__(kThreads, 1)
         }
       };
       // Skipped when no row of the warp changed its max (corr exactly 1): on long rows most
-      // tiles, 64-128 FMULs per thread each. The vote is warp-uniform, so is the branch.
+      // tiles, 64-128 FMULs per thread each. The vote is warp-uniform, so is the branch. Not for
+      // Dv = 64: there the vote and branch cost more than the 32 FMULs (hd64 -6%, NOTES v5c/v6).
       auto rescale_o = [&]() {
 #ifndef FA3_NO_RESCALE_SKIP  // A/B build hook (probe only)
-        if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
+        if constexpr (DV > 64)
+          if (__all_sync(0xffffffffu, corr[0] == 1.f && corr[1] == 1.f)) return;
 #endif
 #pragma unroll
         for (int j = 0; j < DV / 8; ++j) {
@@ -1055,7 +1105,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           const int zr = max(0, sk - n0);
           const int units = (BN - zr) * 8;  // 16-byte units per 64-column chunk
 #pragma unroll
-          for (int c = 0; c < DV / 64; ++c)
+          for (int c = 0; c < pad64(DV) / 64; ++c)
             for (int u = t; u < units; u += 128)
               st_shared_zero16(vst + (uint32_t)(c * BN * 128 + zr * 128 + u * 16));
           fence_proxy_async_smem();
@@ -1167,7 +1217,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
 #pragma unroll
           for (int j = 0; j < DV / 8; ++j)
-            if (8 * j < a.dv)  // padded Dv (96 as 128): columns >= dv are not stored
+            if (8 * j < a.dv)  // (a.dv == DV on every instantiation; kept as a guard)
               *reinterpret_cast<uint32_t*>(orow + 8 * j) =
                   pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
           if (lbase && (t & 3) == 0) lbase[row] = lse;
@@ -1431,12 +1481,14 @@ inline bool dynamic_schedule(const kseek_params* p) {
   if (e && strcmp(e, "static") == 0) return false;
   if (e && strcmp(e, "dynamic") == 0) return true;
   const bool ragged = p->causal || p->window_left >= 0 || p->window_right >= 0;
-  return ragged && p->head_dim > 64;  // 96 runs as 128 (static: row 16 lost 17%, run 075315)
+  return ragged && p->head_dim > 64;  // hd96 static: row 16 lost 17% (run 075315, as D=128)
 }
 
-inline bool bn64_forced() {
+// KSEEK_FA3_BN: keys per K/V tile for A/B runs (64: v4's tiles at hd192/256; 192: wide tiles at
+// hd64); 0 = the default.
+inline int bn_forced() {
   const char* e = getenv("KSEEK_FA3_BN");
-  return e && strcmp(e, "64") == 0;
+  return e ? atoi(e) : 0;
 }
 
 // Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
@@ -1514,12 +1566,14 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
 template <typename T>
 int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
   const int d = p->head_dim, dv = p->head_dim_v;
-  if (d == 64) return launch<T, 64, 64, 128>(p, stream, rq, rk);
-  if (d == 96 || d == 128) return launch<T, 128, 128, 128>(p, stream, rq, rk);  // 96: padded
+  const int bn = bn_forced();
+  if (d == 64) return bn == 192 ? launch<T, 64, 64, 192>(p, stream, rq, rk) : launch<T, 64, 64, 128>(p, stream, rq, rk);
+  if (d == 96) return launch<T, 96, 96, 128>(p, stream, rq, rk);  // 2 chunks, 6 k-steps (Smem)
+  if (d == 128) return launch<T, 128, 128, 128>(p, stream, rq, rk);
   if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
   // Dv >= 192: 112 / 80 keys per K/V tile (FlashAttention-3's choice for these head dims: the
   // most that fits in shared memory with two stages), KSEEK_FA3_BN=64 for v4's 64 (A/B runs).
-  const bool bn64 = bn64_forced();
+  const bool bn64 = bn == 64;
   if (d == 192) return bn64 ? launch<T, 192, 192, 64>(p, stream, rq, rk) : launch<T, 192, 192, 112>(p, stream, rq, rk);
   if (d == 256) return bn64 ? launch<T, 256, 256, 64>(p, stream, rq, rk) : launch<T, 256, 256, 80>(p, stream, rq, rk);
   return -1;
