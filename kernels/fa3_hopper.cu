@@ -22,7 +22,8 @@
 //       consume 64 rows each (S = Q K^T by wgmma SS, softcap / masks / online softmax in
 //       registers, O += P V by wgmma RS), with intra-warpgroup overlap and ping-pong between the
 //       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules). K/V tiles of
-//       128 keys (192 at hd64 from 2k keys), 112 for D = Dv = 192, 80 for 256. A/B switches: KSEEK_FA3_ORDER=flat,
+//       128 keys (192 at hd64 and hd96 from 2k keys), 112 for D = Dv = 192, 80 for 256.
+//       A/B switches: KSEEK_FA3_ORDER=flat,
 //       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64|128|176|192 (A/B: keys per K/V tile).
 //   * Part F, fp8 e4m3 prefill (fa3::f8::): q, k, v e4m3 with descales, o bf16; QK^T and PV by
 //       fp8 wgmma (V transposed in shared memory by the producer warpgroup).
@@ -1599,8 +1600,9 @@ int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk)
   if (d == 64)
     return (bn ? bn == 192 : p->seqlen_k >= 2048) ? launch<T, 64, 64, 192>(p, stream, rq, rk)
                                                   : launch<T, 64, 64, 128>(p, stream, rq, rk);
-  if (d == 96)  // 2 chunks, 6 k-steps (Smem)
-    return bn == 192 ? launch<T, 96, 96, 192>(p, stream, rq, rk) : launch<T, 96, 96, 128>(p, stream, rq, rk);
+  if (d == 96)  // 2 chunks, 6 k-steps (Smem); 192-key tiles as at hd64 (row 16 -3.3%, run 090222)
+    return (bn ? bn == 192 : p->seqlen_k >= 2048) ? launch<T, 96, 96, 192>(p, stream, rq, rk)
+                                                  : launch<T, 96, 96, 128>(p, stream, rq, rk);
   if (d == 128)
     return bn == 176 ? launch<T, 128, 128, 176>(p, stream, rq, rk) : launch<T, 128, 128, 128>(p, stream, rq, rk);
   if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);

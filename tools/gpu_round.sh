@@ -15,7 +15,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
-export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
+source tools/site.sh  # pyelftools from .whl/ (the profile phase imports the build), FA4 if staged
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
 K=kernels/fa3_hopper.cu
 PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
@@ -45,8 +45,8 @@ for what in "$@"; do
       KSEEK_FA3_BN=64 SCEN=13-15,17,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_bn64.txt" 2>&1
       KSEEK_FA3_ORDER=flat SCEN=1-19,25,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_flat.txt" 2>&1
       grep -h "correct\|run directory" "$OUT"/ab_*.txt ;;
-    profile)  # Nsight Compute on rows 4 and 15 (the prefill kernel's 3rd call of each)
-      for shape in "32 512 16 128 1" "1 16384 8 256 1"; do
+    profile)  # Nsight Compute on rows 4 and 3 (the prefill kernel's 3rd call of each)
+      for shape in "32 512 16 128 1" "1 16384 32 64 1"; do
         tag=$(echo $shape | tr ' ' _)
         timeout 240 python3 -m kernelseek profile --out "$OUT/prof_$tag" --kernel fwd_kernel --launch-skip 2 \
           -- python3 tools/one_call.py $shape 3 > "$OUT/prof_$tag.txt" 2>&1; echo "profile $tag rc=$?"

@@ -7,13 +7,7 @@
 # FA4 travels in three calls: ../shared/tools/fa4/README.md; then add $(cat /root/fa4/pythonpath).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-if ls .whl/*.whl >/dev/null 2>&1; then
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
-  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
-fi
-[ -f /root/fa4/pythonpath ] && export PYTHONPATH=$PYTHONPATH:$(cat /root/fa4/pythonpath)
-export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
-export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
+source tools/site.sh  # pyelftools from .whl/, FA4 if staged, PYTHONPATH, the build cache
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 K=${KERNEL:-kernels/naive_fwd.cu}
 ks() { python3 -m kernelseek "$@"; }

@@ -41,3 +41,19 @@ def test_steady_host_names_a_bad_cpu(monkeypatch):
         with timing.steady_host():
             pass
     assert os.sched_getaffinity(0) == before and gc.isenabled()
+
+
+def test_batch_plan_samples_host_bound_calls_longer():
+    from kernelseek.timing import batch_plan, HOST_BOUND_SAMPLING
+    # est = per-call ms, enq = one call's host enqueue ms: "dev" is device-bound, "host" host-bound
+    est = {"dev": 0.135, "host": 0.155}
+    enq = {"dev": 0.012, "host": 0.150}
+    k, nb = batch_plan(est, enq, budget_s=0.4, min_batches=5, max_batches=50, target_batch_ms=2.0)
+    assert k == {"dev": 14, "host": 12}
+    # 0.4 s / (0.135 ms x 14) = 211 batches, capped at 50; the host-bound call: cap 200, 4 x 215 -> 200
+    assert nb["dev"] == 50
+    assert nb["host"] == 50 * HOST_BOUND_SAMPLING
+    # a long device-bound call: one call per batch, 0.4 s / 30 ms = 13 batches; at 200 ms, min_batches
+    k, nb = batch_plan({"long": 30.0, "longer": 200.0}, {"long": 0.1, "longer": 0.1}, budget_s=0.4,
+                       min_batches=5, max_batches=50, target_batch_ms=2.0)
+    assert k == {"long": 1, "longer": 1} and nb == {"long": 13, "longer": 5}

@@ -1,0 +1,10 @@
+# Sourced by tools/h200.sh and tools/gpu_round.sh on the GPU machine: pyelftools (the constraint check
+# needs it; the image lacks it) from the wheel carried in .whl/ (git-ignored), and FA4 when staged.
+#   python3 -m pip download --no-deps --only-binary=:all: -d .whl pyelftools==0.33
+if ls .whl/*.whl >/dev/null 2>&1; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/site .whl/*.whl >/dev/null 2>&1
+  export PYTHONPATH=/tmp/site${PYTHONPATH:+:$PYTHONPATH}
+fi
+[ -f /root/fa4/pythonpath ] && export PYTHONPATH=$PYTHONPATH:$(cat /root/fa4/pythonpath)
+export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
+export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
