@@ -1075,21 +1075,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             if (col > khi[r] || col < klo[r]) s[i] = -INFINITY;
           }
         }
-        // rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4. Max and sum run as 4 independent chains
-        // per row (v9): one chain was NS/4 dependent FMNMX and NS/2 dependent FADDs (64 x 4 cycles
-        // at BN 128), on the critical path of a warp whose other warpgroup holds the tensor cores.
-        float mq[2][4];
-#pragma unroll
-        for (int q = 0; q < 4; ++q) mq[0][q] = m_run[0], mq[1][q] = m_run[1];
+        // rows r0 = elements {0,1} mod 4, r1 = {2,3} mod 4
+        float mx[2] = {m_run[0], m_run[1]};
 #pragma unroll
         for (int j = 0; j < NS / 4; ++j) {
-          mq[0][j & 3] = fmaxf(mq[0][j & 3], fmaxf(s[4 * j], s[4 * j + 1]));
-          mq[1][j & 3] = fmaxf(mq[1][j & 3], fmaxf(s[4 * j + 2], s[4 * j + 3]));
+          mx[0] = fmaxf(mx[0], fmaxf(s[4 * j], s[4 * j + 1]));
+          mx[1] = fmaxf(mx[1], fmaxf(s[4 * j + 2], s[4 * j + 3]));
         }
-        float mx[2], sub[2];
+        float sub[2];
 #pragma unroll
         for (int r = 0; r < 2; ++r) {  // the 4 threads of a quad share a row
-          mx[r] = fmaxf(fmaxf(mq[r][0], mq[r][1]), fmaxf(mq[r][2], mq[r][3]));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
           mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
           sub[r] = mx[r] == -INFINITY ? 0.f : mx[r] * a.scale_log2;  // all masked so far: exp2(-inf)=0
@@ -1098,18 +1093,15 @@ __global__ void __launch_bounds__(kThreads, 1)
           m_run[r] = mx[r];
           l_run[r] *= corr[r];
         }
-        float lq[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
         for (int j = 0; j < NS / 4; ++j) {
 #pragma unroll
           for (int e = 0; e < 4; ++e) {
             const int r = e >> 1;
             s[4 * j + e] = ex2(fmaf(s[4 * j + e], a.scale_log2, -sub[r]));
-            lq[r][((j & 1) << 1) | (e & 1)] += s[4 * j + e];
+            l_run[r] += s[4 * j + e];
           }
         }
-#pragma unroll
-        for (int r = 0; r < 2; ++r) l_run[r] += (lq[r][0] + lq[r][1]) + (lq[r][2] + lq[r][3]);
       };
       // Skipped when no row of the warp changed its max (corr exactly 1): on long rows most
       // tiles, 64-128 FMULs per thread each. The vote is warp-uniform, so is the branch. Not for

@@ -7,6 +7,7 @@ and says that checking and timing need a GPU.
 """
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 from pathlib import Path
@@ -36,6 +37,25 @@ def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: boo
     return [d for _, d in sorted(runs)]
 
 
+def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
+    """The run to replay: the last one made of the kernel file as it is now (meta kernel_sha256 equal
+    to the file's sha256), so the replay shows what the checkout's kernel measured; else the last run
+    (a kernel changed since its last GPU run, or one no longer in the tree)."""
+    shas: dict[str, str | None] = {}
+    for run in reversed(runs):
+        try:
+            meta = json.loads((run / "results.json").read_text()).get("meta", {})
+        except (OSError, ValueError):
+            continue
+        k = meta.get("kernel")
+        if k and k not in shas:
+            f = repo / k
+            shas[k] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
+        if k and shas[k] and shas[k] == meta.get("kernel_sha256"):
+            return run
+    return runs[-1] if runs else None
+
+
 def _has_gpu() -> bool:
     try:
         import torch
@@ -59,9 +79,9 @@ def replay(out_dir: Path, run: Path | None = None) -> int:
     if not runs:
         print(f"no committed results under {COMMITTED}", file=sys.stderr)
         return 2
-    last = runs[-1]
+    last = replay_choice(runs)
     print("No CUDA GPU here: checking and timing need a GPU (see README). Replaying the committed "
-          "H200 results of the last run.\n")
+          "H200 results of the last run of the kernel as checked out.\n")
     print(describe(last))
     rows, meta = R.load(last)
     out_dir.mkdir(parents=True, exist_ok=True)

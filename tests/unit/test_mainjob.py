@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelseek import results as R
-from kernelseek.mainjob import committed_runs
+from kernelseek.mainjob import committed_runs, replay_choice
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,9 +54,10 @@ def test_main_job_replays_without_gpu(tmp_path):
     assert p.returncode == 0, p.stderr
     out = p.stdout
     assert "checking and timing need a GPU" in out
-    last = committed_runs(grid="bench26")[-1]
+    last = replay_choice(committed_runs(grid="bench26"))
     rows, _ = R.load(last)
     s = R.summarize(rows)
+    assert f"run {last.name}:" in out
     assert f"correct {s['passed']}/{s['scenarios']}" in out
     assert f"{s['geomean_speedup']:.3f}x" in out
     assert "r12_prefill_d128_s16k" in out
@@ -86,3 +87,26 @@ def test_results_roundtrip_and_bad_file(tmp_path):
     bad.write_text(json.dumps({"nope": 1}))
     with pytest.raises(ValueError, match="bad.json.*rows"):
         R.load(bad)
+
+
+def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
+    """Two copies of a committed run: the newer one recorded another kernel hash (a kernel version
+    that was measured and then reverted), so the replay takes the older one; with no match, the newest."""
+    import hashlib
+    import shutil
+    src = committed_runs(grid="bench26")[-1]
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "k.cu").write_text("// the kernel as checked out\n")
+    sha = hashlib.sha256((tmp_path / "kernels" / "k.cu").read_bytes()).hexdigest()
+    runs = []
+    for name, ksha in (("old", sha), ("new", "0" * 64)):
+        d = tmp_path / "runs" / name
+        shutil.copytree(src, d)
+        res = json.loads((d / "results.json").read_text())
+        res["meta"].update(kernel="kernels/k.cu", kernel_sha256=ksha)
+        (d / "results.json").write_text(json.dumps(res))
+        runs.append(d)
+    assert replay_choice(runs, repo=tmp_path) == runs[0]
+    (tmp_path / "kernels" / "k.cu").write_text("// changed since\n")
+    assert replay_choice(runs, repo=tmp_path) == runs[1]
+    assert replay_choice([], repo=tmp_path) is None
