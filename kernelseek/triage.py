@@ -248,8 +248,31 @@ def compare(before: Any, after: Any, noise: float | None = None) -> pd.DataFrame
         recs.append({"scenario": name, "status_before": st_a, "status_after": st_b,
                      "speedup_before": spa, "speedup_after": spb, "ratio": ratio,
                      "time_before_ms": ta, "time_after_ms": tb, "time_change": time_change,
-                     "noise": nz, "moved": moved})
+                     "noise": nz, "moved": moved,
+                     "cause": _cause(ra, rb, nz) if moved in ("better", "worse") else ""})
     return pd.DataFrame(recs)
+
+
+def _host_bound(r: Row) -> bool:
+    """The baseline's host enqueue time per call is at least HOST_BOUND of its per-call time."""
+    from .timing import HOST_BOUND
+    return bool(r.baseline_ms and r.baseline_host_ms and r.baseline_host_ms >= HOST_BOUND * r.baseline_ms)
+
+
+def _cause(ra: Row, rb: Row, noise: float) -> str:
+    """Which side moved a row's speedup: "candidate", "baseline" or "both". A baseline that moved
+    while host-bound in either run is named so, with its host ms per call: its per-call time follows
+    the host's speed (FA4's Python dispatch on short decode rows), not the GPU."""
+    def moved(x, y):
+        return bool(x and y) and abs(math.log(y / x)) > math.log1p(noise)
+    cand = moved(ra.time_ms, rb.time_ms)
+    base = moved(ra.baseline_ms, rb.baseline_ms)
+    if base and not cand:
+        if _host_bound(ra) or _host_bound(rb):
+            return (f"baseline host-bound ({ra.baseline}: host {ra.baseline_host_ms:.3f} -> "
+                    f"{rb.baseline_host_ms:.3f} ms/call, per call {ra.baseline_ms:.3f} -> {rb.baseline_ms:.3f} ms)")
+        return "baseline"
+    return "candidate" if cand and not base else "both"
 
 
 def format_compare(df: pd.DataFrame, before: Any = None, after: Any = None) -> str:
@@ -266,7 +289,8 @@ def format_compare(df: pd.DataFrame, before: Any = None, after: Any = None) -> s
                 lines.append(f"  {r.scenario[:40]:40} {r.status_before} -> {r.status_after}")
             else:
                 tc = f"time {r.time_change * 100:+6.1f}%" if r.time_change is not None and not pd.isna(r.time_change) else ""
-                lines.append(f"  {r.scenario[:40]:40} x{r.ratio:.3f} (noise {r.noise * 100:.1f}%) {tc}")
+                cause = f"  [{r.cause}]" if r.get("cause") else ""
+                lines.append(f"  {r.scenario[:40]:40} x{r.ratio:.3f} (noise {r.noise * 100:.1f}%) {tc}{cause}")
     lines.append(f"within noise: {int((df['moved'] == '').sum())}")
     return "\n".join(lines)
 

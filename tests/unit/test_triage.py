@@ -161,3 +161,25 @@ def test_triage_on_a_real_h200_bench26_run():
     g = group_table(rows)
     by_kind = g[g["feature"] == "kind"]
     assert by_kind["deficit"].sum() == pytest.approx(summ["deficit"], rel=1e-9)
+
+
+def test_compare_names_the_side_that_moved_and_a_host_bound_baseline():
+    """A row's speedup moves because the candidate's time moved, or the baseline's; a baseline whose
+    host time per call is most of its per-call time is labeled host-bound, with both host times."""
+    from kernelseek.triage import compare, format_compare
+
+    def row(name, t, bt, bh):
+        return Row(scenario=name, status="passed", time_ms=t, baseline="fa4", baseline_ms=bt,
+                     baseline_host_ms=bh, speedup=bt / t)
+    before = [row("dec", 0.134, 0.137, 0.111), row("pre", 0.50, 0.45, 0.01), row("base", 0.30, 0.30, 0.02),
+              row("same", 1.0, 0.9, 0.01)]
+    after = [row("dec", 0.134, 0.151, 0.201), row("pre", 0.45, 0.45, 0.01), row("base", 0.30, 0.25, 0.02),
+             row("same", 1.005, 0.9, 0.01)]
+    df = compare(before, after, noise=0.03).set_index("scenario")
+    assert df.loc["dec", "moved"] == "better" and df.loc["dec", "cause"].startswith("baseline host-bound")
+    assert "0.111 -> 0.201 ms/call" in df.loc["dec", "cause"]
+    assert df.loc["pre", "moved"] == "better" and df.loc["pre", "cause"] == "candidate"
+    assert df.loc["base", "moved"] == "worse" and df.loc["base", "cause"] == "baseline"
+    assert df.loc["same", "moved"] == "" and df.loc["same", "cause"] == ""
+    text = format_compare(compare(before, after, noise=0.03))
+    assert "[baseline host-bound (fa4: host 0.111 -> 0.201 ms/call" in text and "[candidate]" in text
