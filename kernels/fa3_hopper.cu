@@ -24,7 +24,7 @@
 //       two (VAR 2, the default; KSEEK_FA3_VARIANT=0/1 for the simpler schedules). K/V tiles of
 //       128 keys (192 at hd64 and hd96 from 2k keys), 112 for D = Dv = 192, 80 for 256.
 //       A/B switches: KSEEK_FA3_ORDER=flat,
-//       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64|128|192 (keys per K/V tile).
+//       KSEEK_FA3_SECTION_MB, KSEEK_FA3_SCHED=static|dynamic, KSEEK_FA3_BN=64|128|176|192 (A/B: keys per K/V tile).
 //   * Part F, fp8 e4m3 prefill (fa3::f8::): q, k, v e4m3 with descales, o bf16; QK^T and PV by
 //       fp8 wgmma (V transposed in shared memory by the producer warpgroup).
 //   * fallback (naive::, copied from kernels/naive_fwd.cu): everything else (other head dims, odd
@@ -491,6 +491,24 @@ __device__ __forceinline__ void fence_regs(uint32_t (&r)[N][4]) {
       "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]) \
       : "l"(da), "l"(db), "r"(scale_d))
 
+// SS: D[64x176] (+)= A[64x16] * B[16x176] (head dim 128 with 176-key tiles, KSEEK_FA3_BN=176).
+#define FA3_WGMMA_SS_N176(TY) \
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %90, 0;\n" \
+      "wgmma.mma_async.sync.aligned.m64n176k16.f32." TY "." TY " " \
+      "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87}, %88, %89, p, 1, 1, 0, 0;\n}\n" \
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), \
+      "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), \
+      "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), \
+      "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), \
+      "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), \
+      "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), \
+      "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]), \
+      "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63]), \
+      "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]), "+f"(d[70]), "+f"(d[71]), \
+      "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]), "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), \
+      "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]), "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]) \
+      : "l"(da), "l"(db), "r"(scale_d))
+
 // SS: D[64x192] (+)= A[64x16] * B[16x192] (head dim 64 with 192-key tiles, KSEEK_FA3_BN=192).
 #define FA3_WGMMA_SS_N192(TY) \
   asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %98, 0;\n" \
@@ -594,6 +612,11 @@ __device__ __forceinline__ void wgmma_ss_n112(float (&d)[56], uint64_t da, uint6
   else FA3_WGMMA_SS_N112("bf16");
 }
 template <bool F16>
+__device__ __forceinline__ void wgmma_ss_n176(float (&d)[88], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (F16) FA3_WGMMA_SS_N176("f16");
+  else FA3_WGMMA_SS_N176("bf16");
+}
+template <bool F16>
 __device__ __forceinline__ void wgmma_ss_n192(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
   if constexpr (F16) FA3_WGMMA_SS_N192("f16");
   else FA3_WGMMA_SS_N192("bf16");
@@ -692,6 +715,10 @@ __device__ __forceinline__ void wgmma_s(float (&d)[40], uint64_t da, uint64_t db
 template <bool F16>
 __device__ __forceinline__ void wgmma_s(float (&d)[56], uint64_t da, uint64_t db, int scale_d) {
   wgmma_ss_n112<F16>(d, da, db, scale_d);
+}
+template <bool F16>
+__device__ __forceinline__ void wgmma_s(float (&d)[88], uint64_t da, uint64_t db, int scale_d) {
+  wgmma_ss_n176<F16>(d, da, db, scale_d);
 }
 template <bool F16>
 __device__ __forceinline__ void wgmma_s(float (&d)[96], uint64_t da, uint64_t db, int scale_d) {
@@ -1485,8 +1512,8 @@ inline bool dynamic_schedule(const kseek_params* p) {
   return ragged && p->head_dim > 64;  // hd96 static: row 16 lost 17% (run 075315, as D=128)
 }
 
-// KSEEK_FA3_BN: keys per K/V tile for A/B runs (64: v4's tiles at hd192/256; 128 or 192 at hd64
-// and hd96); unset = the default.
+// KSEEK_FA3_BN: keys per K/V tile for A/B runs (64: v4's tiles at hd192/256; 128 or 192 at hd64;
+// 192 at hd96; 176 at hd128, FlashAttention-3's non-causal choice); unset = the default.
 inline int bn_forced() {
   const char* e = getenv("KSEEK_FA3_BN");
   return e ? atoi(e) : 0;
@@ -1576,7 +1603,8 @@ int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk)
   if (d == 96)  // 2 chunks, 6 k-steps (Smem); 192-key tiles as at hd64 (row 16 -3.3%, run 090222)
     return (bn ? bn == 192 : p->seqlen_k >= 2048) ? launch<T, 96, 96, 192>(p, stream, rq, rk)
                                                   : launch<T, 96, 96, 128>(p, stream, rq, rk);
-  if (d == 128) return launch<T, 128, 128, 128>(p, stream, rq, rk);  // (176 keys: neutral, NOTES v7)
+  if (d == 128)
+    return bn == 176 ? launch<T, 128, 128, 176>(p, stream, rq, rk) : launch<T, 128, 128, 128>(p, stream, rq, rk);
   if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
   // Dv >= 192: 112 / 80 keys per K/V tile (FlashAttention-3's choice for these head dims: the
   // most that fits in shared memory with two stages), KSEEK_FA3_BN=64 for v4's 64 (A/B runs).

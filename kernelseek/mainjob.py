@@ -7,7 +7,6 @@ and says that checking and timing need a GPU.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -38,22 +37,27 @@ def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: boo
 
 
 def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
-    """The run to replay: the last one made of the kernel file as it is now (meta kernel_sha256 equal
-    to the file's sha256), so the replay shows what the checkout's kernel measured; else the last run
-    (a kernel changed since its last GPU run, or one no longer in the tree)."""
-    shas: dict[str, str | None] = {}
-    for run in reversed(runs):
+    """The run to replay, among runs of the newest run's kernel file: the last one made of that file
+    as it is now (meta kernel_sha256 equal to its hash), so the replay shows what the checkout's kernel
+    measured (not a version measured and then reverted); else that kernel's newest run. Never another
+    kernel's run: an older kernel that happens to be unchanged is not the one being worked on."""
+    from .build import source_hash
+
+    def meta(run: Path) -> dict:
         try:
-            meta = json.loads((run / "results.json").read_text()).get("meta", {})
+            return json.loads((run / "results.json").read_text()).get("meta", {})
         except (OSError, ValueError):
-            continue
-        k = meta.get("kernel")
-        if k and k not in shas:
-            f = repo / k
-            shas[k] = hashlib.sha256(f.read_bytes()).hexdigest() if f.is_file() else None
-        if k and shas[k] and shas[k] == meta.get("kernel_sha256"):
+            return {}
+    if not runs:
+        return None
+    kernel = meta(runs[-1]).get("kernel")
+    f = repo / kernel if kernel else None
+    sha = source_hash(f) if f and f.is_file() else None  # as evaluate records it
+    for run in reversed(runs):
+        m = meta(run)
+        if sha and m.get("kernel") == kernel and m.get("kernel_sha256") == sha:
             return run
-    return runs[-1] if runs else None
+    return runs[-1]
 
 
 def _has_gpu() -> bool:

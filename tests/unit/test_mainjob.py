@@ -110,3 +110,12 @@ def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
     (tmp_path / "kernels" / "k.cu").write_text("// changed since\n")
     assert replay_choice(runs, repo=tmp_path) == runs[1]
     assert replay_choice([], repo=tmp_path) is None
+    # an older run of ANOTHER kernel whose file is unchanged is never taken for the newest kernel's
+    other = tmp_path / "runs" / "other"
+    shutil.copytree(src, other)
+    (tmp_path / "kernels" / "o.cu").write_text("// another kernel, unchanged\n")
+    res = json.loads((other / "results.json").read_text())
+    res["meta"].update(kernel="kernels/o.cu",
+                       kernel_sha256=hashlib.sha256((tmp_path / "kernels" / "o.cu").read_bytes()).hexdigest())
+    (other / "results.json").write_text(json.dumps(res))
+    assert replay_choice([other] + runs, repo=tmp_path) == runs[1]
