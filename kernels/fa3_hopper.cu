@@ -758,14 +758,20 @@ struct Smem {
   static constexpr int kQBytes = kBM * pad64(D) * 2;
   static constexpr int kKBytes = BN * pad64(D) * 2;   // one stage of K
   static constexpr int kVBytes = BN * pad64(DV) * 2;  // one stage of V
+  // Two Q buffers where they fit (hd64, hd96 with 128-key tiles, hd128): the producer loads the next
+  // tile's Q as soon as it knows the tile, instead of after the current tile's last S.
+  static constexpr int kQBuf =
+      2 * kQBytes + kStages * (kKBytes + kVBytes) + 128 + 1024 <= 227 * 1024 ? 2 : 1;
   static constexpr int kQ = 0;
-  static constexpr int kK = kQ + kQBytes;
+  static constexpr int kK = kQ + kQBuf * kQBytes;
   static constexpr int kV = kK + kStages * kKBytes;
   static constexpr int kBar = kV + kStages * kVBytes;
   // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], q_empty; then the index of
-  // the tile whose Q the q_full barrier announces (-1: no more tiles)
+  // the tile whose Q the q_full barrier announces (-1: no more tiles); then q_full, q_empty and
+  // the index of the second Q buffer (kQBuf == 2)
   static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
-                       kBarVE = kBar + 56, kBarQE = kBar + 72, kTileIdx = kBar + 80;
+                       kBarVE = kBar + 56, kBarQE = kBar + 72, kTileIdx = kBar + 80,
+                       kBarQ2 = kBar + 88, kBarQE2 = kBar + 96, kTileIdx2 = kBar + 104;
   static constexpr int kTotal = kBar + 128 + 1024;  // + slack to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
                 "every tile (and chunk) must start on a 1024-byte boundary (swizzle atoms)");
@@ -897,13 +903,20 @@ __global__ void __launch_bounds__(kThreads, 1)
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   const uint32_t sQ = base + L::kQ, sK = base + L::kK, sV = base + L::kV;
-  const uint32_t bar_q = base + L::kBarQ;
-
-  const uint32_t bar_qe = base + L::kBarQE;
+  // Q buffer of the qi-th Q load (qi counts them over the CTA's tiles), its barriers, tile index
+  // slot and the phase of its barriers (the (qi / kQBuf)-th use of that buffer).
+  auto qbuf = [&](int qi) { return L::kQBuf == 2 ? (qi & 1) : 0; };
+  auto qphase = [&](int qi) { return (uint32_t)((L::kQBuf == 2 ? qi >> 1 : qi) & 1); };
+  auto bar_q = [&](int b) { return base + (b ? L::kBarQ2 : L::kBarQ); };
+  auto bar_qe = [&](int b) { return base + (b ? L::kBarQE2 : L::kBarQE); };
+  auto tile_slot = [&](int b) { return base + (b ? L::kTileIdx2 : L::kTileIdx); };
 
   if (threadIdx.x == 0) {
-    mbar_init(bar_q, 1);
-    mbar_init(bar_qe, kConsumerWarps);
+#pragma unroll
+    for (int b = 0; b < L::kQBuf; ++b) {
+      mbar_init(bar_q(b), 1);
+      mbar_init(bar_qe(b), kConsumerWarps);
+    }
 #pragma unroll
     for (int s = 0; s < kStages; ++s) {
       mbar_init(base + L::kBarKF + 8 * s, 1);
@@ -936,10 +949,11 @@ __global__ void __launch_bounds__(kThreads, 1)
             idx = next_tile(a);
             continue;
           }
-          mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q (and index)
-          st_shared_s32(base + L::kTileIdx, more ? idx : -1);
+          // the consumers are done with this buffer's previous Q (and index)
+          mbar_wait(bar_qe(qbuf(qi)), qphase(qi) ^ 1);
+          st_shared_s32(tile_slot(qbuf(qi)), more ? idx : -1);
           if (!more || ti.n_cnt == 0) {
-            mbar_arrive(bar_q);  // no Q to load: the index alone (-1 ends the consumers' loop)
+            mbar_arrive(bar_q(qbuf(qi)));  // no Q to load: the index alone (-1 ends the consumers' loop)
             if (!more) break;
             ++qi;
             idx = next_tile(a);
@@ -951,12 +965,16 @@ __global__ void __launch_bounds__(kThreads, 1)
             idx += gridDim.x;
             continue;
           }
-          mbar_wait(bar_qe, (qi & 1) ^ 1);  // the consumers are done with the previous Q
+          mbar_wait(bar_qe(qbuf(qi)), qphase(qi) ^ 1);  // the consumers are done with this buffer
         }
-        mbar_arrive_expect_tx(bar_q, L::kQBytes);
+        {
+          const int qb = qbuf(qi);
+          mbar_arrive_expect_tx(bar_q(qb), L::kQBytes);
 #pragma unroll
-        for (int c = 0; c < pad64(D) / 64; ++c)
-          tma_tile(sQ + c * kBM * 128, &tq, bar_q, 64 * c, ti.q_coord, ti.h, ti.tb, a.q_swap);
+          for (int c = 0; c < pad64(D) / 64; ++c)
+            tma_tile(sQ + qb * L::kQBytes + c * kBM * 128, &tq, bar_q(qb), 64 * c, ti.q_coord, ti.h, ti.tb,
+                     a.q_swap);
+        }
         ++qi;
         for (int it = 0; it < ti.n_cnt; ++it, ++kv) {
           const int n_block = ti.n_max - 1 - it;
@@ -1004,8 +1022,8 @@ __global__ void __launch_bounds__(kThreads, 1)
     int kv = 0, qi = 0;
     for (int idx = blockIdx.x;;) {
       if constexpr (DYN) {
-        mbar_wait(bar_q, qi & 1);  // the next tile's index (and its Q, when it has keys)
-        idx = __shfl_sync(0xffffffffu, ld_shared_s32(base + L::kTileIdx), 0);  // (all lanes read the same)
+        mbar_wait(bar_q(qbuf(qi)), qphase(qi));  // the next tile's index (and its Q, when it has keys)
+        idx = __shfl_sync(0xffffffffu, ld_shared_s32(tile_slot(qbuf(qi))), 0);  // (all lanes read the same)
         if (idx < 0) break;
       } else if (idx >= a.tiles) {
         break;
@@ -1035,7 +1053,8 @@ __global__ void __launch_bounds__(kThreads, 1)
       float m_run[2] = {-INFINITY, -INFINITY};  // running max of the score (raw or capped) per row
       float l_run[2] = {0.f, 0.f};              // this thread's partial sum of exp, per row
 
-      const uint32_t sQw = sQ + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
+      const int qb = qbuf(qi);                  // this tile's Q buffer
+      const uint32_t sQw = sQ + qb * L::kQBytes + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
       float s[NS];                              // S tile (64 x BN over the warpgroup), then P in fp32
       uint32_t pa[NS / 8][4];                   // P as wgmma A fragments (bf16/fp16)
       float corr[2];                            // rescale of O and l for the tile just scored
@@ -1155,13 +1174,13 @@ __global__ void __launch_bounds__(kThreads, 1)
       // The Q buffer is free once the last S of this tile has landed (before the last P V).
       auto release_q = [&]() {
         __syncwarp();
-        if (lane == 0) mbar_arrive(bar_qe);
+        if (lane == 0) mbar_arrive(bar_qe(qb));
       };
       if constexpr (DYN) {
         if (n_cnt == 0) release_q();  // no keys: O = 0, LSE = -inf below
       }
       if (n_cnt > 0) {
-        if constexpr (!DYN) mbar_wait(bar_q, qi & 1);
+        if constexpr (!DYN) mbar_wait(bar_q(qb), qphase(qi));
         if constexpr (VAR >= 1) {
           // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
           // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it

@@ -10,6 +10,11 @@
 #                                      split 24/240, no rescale skip): the static path's open question
 #   bash tools/gpu_round.sh fp8        bench26fp8 (fp8 TFLOP/s beside bench26's bf16 rows)
 #   bash tools/gpu_round.sh gputests   the GPU tests (API, eval smoke, ceilings, adversarial)
+#   KB=other.cu SCEN=rows bash tools/gpu_round.sh abfile
+#                                      A/B of the kernel against another kernel file on one machine:
+#                                      both built in parallel first, then A B B A on the rows
+#   bash tools/gpu_round.sh jitter     FA4's host time per call on rows 20 and 22, per CPU and over
+#                                      time (tools/host_jitter.py; issue 3)
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
 # Export KSEEK_GIT_REV=<commit> first: the device copy has no usable git.
 set -uo pipefail
@@ -55,6 +60,15 @@ for what in "$@"; do
     fp8)
       KERNEL=$K bash tools/h200.sh bench8 > "$OUT/bench_fp8.txt" 2>&1
       grep -h "correct\|run directory" "$OUT/bench_fp8.txt" ;;
+    abfile)
+      (python3 -m kernelseek build "$K" > "$OUT/build_A.txt" 2>&1 & python3 -m kernelseek build "${KB:?KB=file}" \
+         > "$OUT/build_B.txt" 2>&1 & wait)
+      for f in "$K" "$KB" "$KB" "$K"; do
+        SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abfile.txt" 2>&1
+      done
+      grep -h "correct\|run directory" "$OUT/abfile.txt" ;;
+    jitter)
+      for row in 22 20; do timeout 120 python3 tools/host_jitter.py $row 40 > "$OUT/jitter_$row.txt" 2>&1; tail -9 "$OUT/jitter_$row.txt"; done ;;
     gputests)
       KERNEL=$K bash tools/h200.sh gputests > "$OUT/gputests.txt" 2>&1
       tail -15 "$OUT/gputests.txt" ;;
