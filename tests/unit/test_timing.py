@@ -57,3 +57,14 @@ def test_batch_plan_samples_host_bound_calls_longer():
     k, nb = batch_plan({"long": 30.0, "longer": 200.0}, {"long": 0.1, "longer": 0.1}, budget_s=0.4,
                        min_batches=5, max_batches=50, target_batch_ms=2.0)
     assert k == {"long": 1, "longer": 1} and nb == {"long": 13, "longer": 5}
+
+
+def test_gate_follows_the_median_enqueue_time_not_one_slow_sample():
+    # FA4 on bench26 row 20: ~0.2 ms host per call; one sample caught a 0.6 ms host stall
+    samples = [0.19, 0.21, 0.20, 0.60, 0.20, 0.18, 0.22]
+    med = sorted(samples)[len(samples) // 2]
+    assert timing.ENQ_SAMPLES == len(samples)
+    assert timing.gate_ms(med) == pytest.approx(0.40)
+    assert timing.gate_ms(samples[3]) == pytest.approx(1.0)   # what the single-sample gate was
+    assert timing.gate_ms(0.001) == pytest.approx(0.02)       # clamped below
+    assert timing.gate_ms(7.0) == pytest.approx(1.0)          # and above
