@@ -1020,16 +1020,6 @@ __global__ void __launch_bounds__(kThreads, 1)
       if (cw == 1) named_bar_arrive(3, 256);
     }
     int kv = 0, qi = 0;
-    // Early S (v11, dynamic schedule): at the end of a tile, once its last P V is issued, the next
-    // tile's first S is issued too, so it runs while this tile's epilogue stores O. `s` then carries
-    // that S into the next iteration, and s0_ready says so.
-#ifndef FA3_NO_EARLY_S  // A/B build hook
-    constexpr bool kEarlyS = DYN && VAR >= 1;
-#else
-    constexpr bool kEarlyS = false;
-#endif
-    float s[NS];          // S tile (64 x BN over the warpgroup), then P in fp32
-    bool s0_ready = false;
     for (int idx = blockIdx.x;;) {
       if constexpr (DYN) {
         mbar_wait(bar_q(qbuf(qi)), qphase(qi));  // the next tile's index (and its Q, when it has keys)
@@ -1065,21 +1055,21 @@ __global__ void __launch_bounds__(kThreads, 1)
 
       const int qb = qbuf(qi);                  // this tile's Q buffer
       const uint32_t sQw = sQ + qb * L::kQBytes + cw * 64 * 128;  // this warpgroup's 64 rows (8 swizzle atoms)
+      float s[NS];                              // S tile (64 x BN over the warpgroup), then P in fp32
       uint32_t pa[NS / 8][4];                   // P as wgmma A fragments (bf16/fp16)
       float corr[2];                            // rescale of O and l for the tile just scored
 
-      // S = Q K^T into s, K at ring position g (over all tiles of this CTA), this warpgroup's Q rows
-      // at sQr: wait for K, issue, commit (one wgmma group); not waited here.
-      auto issue_s_at = [&](int g, uint32_t sQr) {
+      // S = Q K^T of tile `it` into s: wait for K, issue, commit (one wgmma group); not waited here.
+      auto issue_s = [&](int it) {
+        const int g = kv + it;  // position in the K/V ring over all tiles of this CTA
         mbar_wait(base + L::kBarKF + 8 * (g & 1), (g >> 1) & 1);
         const uint32_t kst = sK + (g & 1) * L::kKBytes;
         wgmma_fence();
 #pragma unroll
         for (int ks = 0; ks < D / 16; ++ks)
-          wgmma_s<F16>(s, desc_kmajor(sQr, kBM, ks), desc_kmajor(kst, BN, ks), ks > 0 ? 1 : 0);
+          wgmma_s<F16>(s, desc_kmajor(sQw, kBM, ks), desc_kmajor(kst, BN, ks), ks > 0 ? 1 : 0);
         wgmma_commit();
       };
-      auto issue_s = [&](int it) { issue_s_at(kv + it, sQw); };  // S of this tile's K/V tile `it`
       // After S of tile `it` has landed: free its K stage.
       auto release_k = [&](int it) {
         fence_regs(s);
@@ -1195,12 +1185,9 @@ __global__ void __launch_bounds__(kThreads, 1)
           // Intra-warpgroup overlap (FlashAttention-3): S of tile it+1 and P V of tile it are in
           // flight together; the softmax of tile it+1 runs on the CUDA cores while P V of tile it
           // runs on the tensor cores. O is rescaled once P V of tile it has landed.
-          if (!s0_ready) {  // (else issued at the end of the previous tile)
-            take_turn();
-            issue_s(0);
-            pass_turn();
-          }
-          s0_ready = false;
+          take_turn();
+          issue_s(0);
+          pass_turn();
           wgmma_wait<0>();
           release_k(0);
           softmax(0);  // o = 0: no rescale
@@ -1223,27 +1210,7 @@ __global__ void __launch_bounds__(kThreads, 1)
           take_turn();
           issue_pv(n_cnt - 1);
           pass_turn();
-          if constexpr (kEarlyS) {
-            // The next tile's index is posted once the producer has issued this tile's last K/V
-            // load; its Q and first K arrive without waiting for this tile's end. Both warpgroups
-            // see the same index, so they take the same turns.
-            const int qn = qi + 1;
-            mbar_wait(bar_q(qbuf(qn)), qphase(qn));
-            const int nidx = __shfl_sync(0xffffffffu, ld_shared_s32(tile_slot(qbuf(qn))), 0);
-            Tile tn;
-            if (nidx >= 0 && tile_at<BN>(a, nidx, tn) && tn.n_cnt > 0) {
-              take_turn();
-              issue_s_at(kv + n_cnt, sQ + qbuf(qn) * L::kQBytes + cw * 64 * 128);
-              pass_turn();
-              s0_ready = true;
-            }
-          }
-          if (s0_ready) {
-            wgmma_wait<1>();  // this tile's last P V (the older group); the next S may still run
-            fence_regs(pa);
-          } else {
-            wgmma_wait<0>();
-          }
+          wgmma_wait<0>();
           release_v(n_cnt - 1);
         } else {
           for (int it = 0; it < n_cnt; ++it) {

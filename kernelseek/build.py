@@ -140,19 +140,33 @@ _PROPS = re.compile(r"Function properties for (\S+)")
 _STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
+# ptxas's wgmma notes: C7515 = it serialized every wgmma of the function (each waits for the previous:
+# no overlap of GEMMs with anything), C7517 = it injected a warpgroup.wait before a use of registers
+# a wgmma defines. Both mean the source let a non-wgmma instruction touch wgmma registers in flight.
+_SERIAL = re.compile(r"\(C7515\).*?serialized due to (.*?) in the function '([^']+)'")
+_WAIT = re.compile(r"\(C7517\) warpgroup\.wait is injected.*? in function '([^']+)'")
 
 
 def parse_ptxas(log: str) -> list[dict]:
     """Per kernel entry: {kernel, arch, registers, smem_bytes, stack_bytes, spill_stores_bytes,
-    spill_loads_bytes} from nvcc's `-Xptxas -v` output (sizes in bytes; smem is static smem)."""
+    spill_loads_bytes, wgmma_serialized, wgmma_waits_injected} from nvcc's `-Xptxas -v` output (sizes
+    in bytes; smem is static smem; wgmma_serialized is ptxas's reason, "" when it did not)."""
     out: dict[str, dict] = {}
+
+    def entry(name, arch="?"):
+        return out.setdefault(name, {"kernel": name, "arch": arch, "registers": 0, "smem_bytes": 0,
+                                     "stack_bytes": 0, "spill_stores_bytes": 0, "spill_loads_bytes": 0,
+                                     "wgmma_serialized": "", "wgmma_waits_injected": 0})
     cur = None       # the entry whose "Used N registers" line comes next
     props = None     # the function whose stack/spill line comes next
     for line in log.splitlines():
         if m := _ENTRY.search(line):
             cur = m.group(1)
-            out.setdefault(cur, {"kernel": cur, "arch": m.group(2), "registers": 0, "smem_bytes": 0,
-                                 "stack_bytes": 0, "spill_stores_bytes": 0, "spill_loads_bytes": 0})
+            entry(cur, m.group(2))["arch"] = m.group(2)
+        elif m := _SERIAL.search(line):
+            entry(m.group(2))["wgmma_serialized"] = m.group(1)
+        elif m := _WAIT.search(line):
+            entry(m.group(1))["wgmma_waits_injected"] += 1
         elif m := _PROPS.search(line):
             props = m.group(1)
         elif (m := _STACK.search(line)) and props in out:
@@ -247,12 +261,21 @@ def _text(x) -> str:
 
 # ---- report and CLI -------------------------------------------------------------------------------
 def format_ptxas(ptxas: list[dict]) -> str:
-    """The ptxas report as a table: one line per kernel entry."""
-    hdr = f"{'regs':>5} {'smem B':>8} {'stack B':>8} {'spill st B':>10} {'spill ld B':>10}  kernel"
+    """The ptxas report as a table: one line per kernel entry; wgmma "SERIAL" (C7515) or "+N wait"
+    (C7517) where ptxas gave up overlapping wgmma, with a count of such kernels last."""
+    hdr = (f"{'regs':>5} {'smem B':>8} {'stack B':>8} {'spill st B':>10} {'spill ld B':>10} {'wgmma':>7}"
+           "  kernel")
     lines = [hdr, "-" * len(hdr)]
     for k in ptxas:
+        w = ("SERIAL" if k.get("wgmma_serialized") else
+             f"+{k['wgmma_waits_injected']} wait" if k.get("wgmma_waits_injected") else "")
         lines.append(f"{k['registers']:>5} {k['smem_bytes']:>8} {k['stack_bytes']:>8} "
-                     f"{k['spill_stores_bytes']:>10} {k['spill_loads_bytes']:>10}  {k.get('demangled', k['kernel'])}")
+                     f"{k['spill_stores_bytes']:>10} {k['spill_loads_bytes']:>10} {w:>7}  "
+                     f"{k.get('demangled', k['kernel'])}")
+    serial = [k for k in ptxas if k.get("wgmma_serialized")]
+    if serial:
+        lines.append(f"WARNING: ptxas serialized the wgmma of {len(serial)} kernel(s) (C7515: "
+                     f"{serial[0]['wgmma_serialized']}): no GEMM overlaps anything there")
     return "\n".join(lines)
 
 

@@ -146,10 +146,31 @@ ptxas info    : Used 8 registers, used 0 barriers, 352 bytes cmem[0]
 """
     assert kb.parse_ptxas(log) == [
         {"kernel": "_Z3fooPf", "arch": "sm_80", "registers": 255, "smem_bytes": 4096, "stack_bytes": 24,
-         "spill_stores_bytes": 16, "spill_loads_bytes": 12},
+         "spill_stores_bytes": 16, "spill_loads_bytes": 12, "wgmma_serialized": "", "wgmma_waits_injected": 0},
         {"kernel": "_Z3barv", "arch": "sm_80", "registers": 8, "smem_bytes": 0, "stack_bytes": 0,
-         "spill_stores_bytes": 0, "spill_loads_bytes": 0},
+         "spill_stores_bytes": 0, "spill_loads_bytes": 0, "wgmma_serialized": "", "wgmma_waits_injected": 0},
     ]
+
+
+def test_parse_ptxas_flags_serialized_wgmma():
+    # the lines ptxas 13.0 printed for v11 of fa3_hopper.cu (NOTES: 22-55% slower), names shortened
+    log = """ptxas info    : (C7517) warpgroup.wait is injected in around line 396411 by compiler to allow use of registers defined by GMMA in function '_Z4slowv'
+ptxas info    : (C7515) Potential Performance Loss: wgmma.mma_async instructions are serialized due to non wgmma instructions defining accumulator registers of a wgmma between start and end of the pipeline stage in the function '_Z4slowv'
+ptxas info    : Compiling entry function '_Z4slowv' for 'sm_90a'
+ptxas info    : Function properties for _Z4slowv
+    0 bytes stack frame, 0 bytes spill stores, 0 bytes spill loads
+ptxas info    : Used 240 registers, used 16 barriers
+ptxas info    : Compiling entry function '_Z4fastv' for 'sm_90a'
+ptxas info    : Used 168 registers, used 16 barriers
+"""
+    slow, fast = kb.parse_ptxas(log)
+    assert slow["kernel"] == "_Z4slowv" and slow["arch"] == "sm_90a" and slow["registers"] == 240
+    assert slow["wgmma_serialized"].startswith("non wgmma instructions defining accumulator registers")
+    assert slow["wgmma_waits_injected"] == 1
+    assert fast["wgmma_serialized"] == "" and fast["wgmma_waits_injected"] == 0
+    table = kb.format_ptxas([slow, fast])
+    assert "SERIAL" in table.splitlines()[2] and "SERIAL" not in table.splitlines()[3]
+    assert "WARNING: ptxas serialized the wgmma of 1 kernel(s)" in table
 
 
 def test_source_hash(tmp_path):
