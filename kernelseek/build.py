@@ -140,10 +140,10 @@ _PROPS = re.compile(r"Function properties for (\S+)")
 _STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
-# ptxas's wgmma notes: C7515 = it serialized every wgmma of the function (each waits for the previous:
+# ptxas's wgmma notes: C7515 / C7512 = it serialized every wgmma of the function (each waits for the previous:
 # no overlap of GEMMs with anything), C7517 = it injected a warpgroup.wait before a use of registers
 # a wgmma defines. Both mean the source let a non-wgmma instruction touch wgmma registers in flight.
-_SERIAL = re.compile(r"\(C7515\).*?serialized due to (.*?) in the function '([^']+)'")
+_SERIAL = re.compile(r"\((?:C7515|C7512)\).*?serialized due to (.*?) (?:in|for) the function '([^']+)'")
 _WAIT = re.compile(r"\(C7517\) warpgroup\.wait is injected.*? in function '([^']+)'")
 
 

@@ -162,8 +162,11 @@ ptxas info    : Function properties for _Z4slowv
 ptxas info    : Used 240 registers, used 16 barriers
 ptxas info    : Compiling entry function '_Z4fastv' for 'sm_90a'
 ptxas info    : Used 168 registers, used 16 barriers
+ptxas info    : (C7512) Potential Performance Loss: wgmma.mma_async instructions are serialized due to insufficient register resources for the function '_Z5spillv'
+ptxas info    : Compiling entry function '_Z5spillv' for 'sm_90a'
 """
-    slow, fast = kb.parse_ptxas(log)
+    slow, fast, spill = kb.parse_ptxas(log)
+    assert spill["wgmma_serialized"] == "insufficient register resources" and spill["arch"] == "sm_90a"
     assert slow["kernel"] == "_Z4slowv" and slow["arch"] == "sm_90a" and slow["registers"] == 240
     assert slow["wgmma_serialized"].startswith("non wgmma instructions defining accumulator registers")
     assert slow["wgmma_waits_injected"] == 1
