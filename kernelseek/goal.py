@@ -13,6 +13,10 @@ A row meets the goal only if its status is passed and its speedup is at least it
 whose kernel source hash (meta kernel_sha256) differs from the current kernel file are stale and
 never meet a goal; so are results that cannot be tied to a kernel file.
     kernelseek goal RUN_DIR [--goal FILE] [--kernel FILE]     (exit 0 only when met)
+    kernelseek goal RUN_A RUN_B [...] --goal goals/milestone_b.yaml
+Several runs of the same kernel are judged on the per-scenario median of their speedups (issue 6:
+"each target holds on the median of two consecutive runs"); a scenario counts as passed only if it
+passed in every run. Runs of different kernel sources, or with different scenarios, are refused.
 """
 from __future__ import annotations
 
@@ -249,11 +253,62 @@ def judge_run(path, goal: Goal | None = None, kernel=None, search=()) -> Verdict
     return judge(rows, meta, goal or load_goal(), kernel, list(search) + extra, where=str(run))
 
 
+def median_rows(runs: list[tuple[list, dict, str]]) -> list:
+    """Per scenario, the median speedup over `runs` ((rows, meta, where) each, same kernel source and
+    scenarios). A row passes only if it passed in every run; its reason names the runs it did not."""
+    import dataclasses
+    import statistics
+    if not runs:
+        raise ValueError("no runs to combine")
+    first_rows, first_meta, first_where = runs[0]
+    sha = first_meta.get("kernel_sha256")
+    names = [r.scenario for r in first_rows]
+    by_run = []
+    for rows, meta, where in runs:
+        if meta.get("kernel_sha256") != sha:
+            raise ValueError(f"{where}: kernel_sha256 {str(meta.get('kernel_sha256'))[:12]} differs from "
+                             f"{first_where}'s {str(sha)[:12]}: a median needs runs of the same kernel")
+        got = {r.scenario: r for r in rows}
+        if sorted(got) != sorted(names):
+            missing = sorted(set(names) ^ set(got))
+            raise ValueError(f"{where}: its scenarios differ from {first_where}'s (e.g. {missing[:3]})")
+        by_run.append(got)
+    out = []
+    for name in names:
+        rs = [g[name] for g in by_run]
+        bad = [where for (_, _, where), r in zip(runs, rs) if r.status != "passed"]
+        sps = [r.speedup for r in rs]
+        if bad:
+            worst = next(r for r in rs if r.status != "passed")
+            out.append(dataclasses.replace(worst, reason=f"not passed in {', '.join(bad)}: {worst.reason}"))
+        elif any(sp is None for sp in sps):
+            out.append(dataclasses.replace(rs[0], speedup=None))
+        else:
+            out.append(dataclasses.replace(rs[0], speedup=statistics.median(sps)))
+    return out
+
+
+def judge_runs(paths, goal: Goal | None = None, kernel=None, search=()) -> Verdict:
+    """Judge the per-scenario median of several runs of one kernel (see median_rows)."""
+    from .results import load
+    if len(paths) == 1:
+        return judge_run(paths[0], goal, kernel, search)
+    runs = []
+    for p in paths:
+        res = find_results(p)
+        rows, meta = load(res)
+        runs.append((rows, meta if isinstance(meta, dict) else {}, str(res.parent)))
+    run = find_results(paths[0]).parent
+    extra = [run] + list(run.parents)[:4]
+    where = f"median of {len(runs)} runs: " + ", ".join(Path(w).name for _, _, w in runs)
+    return judge(median_rows(runs), runs[0][1], goal or load_goal(), kernel, list(search) + extra, where=where)
+
+
 def _cmd_goal(args) -> int:
     import sys
     try:
         goal = load_goal(args.goal)
-        v = judge_run(args.run_dir, goal, kernel=args.kernel)
+        v = judge_runs(args.run_dir, goal, kernel=args.kernel)
     except (OSError, ValueError) as e:
         print(f"kernelseek goal: {e}", file=sys.stderr)
         return 2
@@ -263,7 +318,9 @@ def _cmd_goal(args) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("goal", help="the goal verdict on a run directory (exit 0 only when met)")
-    p.add_argument("run_dir", help="run directory, results.json, or campaign directory (latest eval)")
+    p.add_argument("run_dir", nargs="+",
+                   help="run directory, results.json, or campaign directory (latest eval); several runs "
+                        "of one kernel are judged on each scenario's median speedup")
     p.add_argument("--goal", help=f"goal YAML (default: {DEFAULT_GOAL_FILE.name} or parity)")
     p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
     p.set_defaults(func=_cmd_goal)

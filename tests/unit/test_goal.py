@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from kernelseek.goal import (Goal, GoalError, find_results, goal_from_dict, judge, judge_run,
-                             load_goal, staleness)
+                             judge_runs, load_goal, median_rows, staleness)
 from kernelseek.results import Row, load as load_results
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -130,3 +130,40 @@ def test_goal_cli_goal_and_kernel_options(tmp_path):
     assert r.returncode == 1 and "changed since" in r.stdout
     gf.write_text("geomean: [1]\n")
     assert goal_cli(RUNS / "met", "--goal", gf).returncode == 2
+
+
+def test_median_of_runs_judges_each_scenario_on_its_median():
+    rows, meta = load_results(RUNS / "met")                 # speedups 1.12, 1.05, 1.31
+    low = [Row(**{**r.__dict__, "speedup": r.speedup - 0.2}) for r in rows]   # 0.92, 0.85, 1.11
+    med = median_rows([(rows, meta, "run1"), (low, meta, "run2")])
+    assert [round(r.speedup, 3) for r in med] == [1.02, 0.95, 1.21]
+    v = judge(med, meta, load_goal(ROOT / "goals" / "milestone_b.yaml"), search=[RUNS])
+    assert v.met and v.target == 1.0                        # geomean 1.054, no row below 0.85
+    v = judge(med, meta, load_goal(ROOT / "goals" / "milestone_stretch.yaml"), search=[RUNS])
+    assert not v.met and not v.short and "geomean 1.054x < target 1.10x" in v.shortfall()
+    v = judge(med, meta, Goal(geomean=1.0, min_speedup=0.96), search=[RUNS])
+    assert not v.met and [r.scenario for r in v.short] == ["paged_decode"]   # 0.95 < 0.96
+    # one failed run fails the scenario, naming the run
+    bad = [Row(**{**r.__dict__}) for r in rows]
+    bad[2].status, bad[2].reason = "failed", "max error 0.5 > bound 0.01"
+    med = median_rows([(rows, meta, "run1"), (bad, meta, "run2")])
+    assert med[2].status == "failed" and "not passed in run2" in med[2].reason
+    assert not judge(med, meta, Goal(geomean=0.0, min_speedup=0.0), search=[RUNS]).met
+
+
+def test_median_of_runs_refuses_mixed_kernels_or_scenarios():
+    rows, meta = load_results(RUNS / "met")
+    other, ometa = load_results(RUNS / "stale")
+    with pytest.raises(ValueError, match="run2: kernel_sha256 .* differs from run1"):
+        median_rows([(rows, meta, "run1"), (other, ometa, "run2")])
+    with pytest.raises(ValueError, match="run2: its scenarios differ"):
+        median_rows([(rows, meta, "run1"), (rows[:2], meta, "run2")])
+
+
+def test_goal_cli_judges_the_median_of_several_runs():
+    r = goal_cli(RUNS / "met", RUNS / "met", "--goal", ROOT / "goals" / "milestone_a.yaml")
+    assert r.returncode == 0 and "median of 2 runs: met, met" in r.stdout
+    r = goal_cli(RUNS / "met", RUNS / "unmet", RUNS / "met")   # fp8_gqa failed in one of three
+    assert r.returncode == 1 and "not passed in" in r.stdout and "unmet" in r.stdout
+    r = goal_cli(RUNS / "met", RUNS / "stale")
+    assert r.returncode == 2 and "differs from" in r.stderr
