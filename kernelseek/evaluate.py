@@ -111,6 +111,34 @@ def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) 
     return row
 
 
+_CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
+
+
+def cpu_times(path: str = "/proc/stat") -> dict[str, int] | None:
+    """This machine's CPU time counters (jiffies, all CPUs) from /proc/stat; None off Linux."""
+    try:
+        with open(path) as f:
+            first = f.readline().split()
+    except OSError:
+        return None
+    if not first or first[0] != "cpu":
+        return None
+    return {k: int(v) for k, v in zip(_CPU_FIELDS, first[1:])}
+
+
+def cpu_shares(a: dict | None, b: dict | None) -> dict[str, float] | None:
+    """Percent of all CPU time between two cpu_times() readings, per counter. On a VM, `steal` is the
+    time the hypervisor gave our virtual CPUs to someone else: host-bound baselines (FA4's Python
+    dispatch) slow down with it, so the run's share is kept beside its timings (issue 3)."""
+    if not a or not b:
+        return None
+    d = {k: b.get(k, 0) - a.get(k, 0) for k in _CPU_FIELDS}
+    total = sum(d.values())
+    if total <= 0:
+        return None
+    return {k: round(100.0 * v / total, 2) for k, v in d.items()}
+
+
 def exit_code(rows: list[R.Row]) -> int:
     st = {r.status for r in rows}
     if "refused" in st:
@@ -182,6 +210,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["env"] = info
     ceilings = load_ceilings(info.get("gpu"))
     agg: dict[str, float] = {}
+    cpu0 = cpu_times()
     bar = _progress(scen, progress)
     try:
         for s in bar:
@@ -197,6 +226,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     finally:
         w.close()
     meta["worker_restarts"] = w.restarts
+    meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
     meta["wall_s"] = wall
     meta["phases_s"] = {**phases, **agg}

@@ -264,6 +264,8 @@ def test_evaluate_survives_every_misbehaving_scenario(grid, tmp_path, shared_cac
     assert doc["summary"]["scenarios"] == 8 and doc["summary"]["passed"] == 4
     assert doc["summary"]["failed"] == 1 and doc["summary"]["errors"] == 3
     assert json.loads((run / "meta.json").read_text())["build"]["ok"] is True
+    cpu = json.loads((run / "meta.json").read_text())["host_cpu_pct"]   # from /proc/stat (Linux)
+    assert set(cpu) >= {"user", "idle", "steal"} and sum(cpu.values()) == pytest.approx(100, abs=0.1)
     assert "kernel printf noise" in (run / "worker.log").read_text()
 
 
@@ -293,3 +295,18 @@ def test_a_refused_kernel_never_reaches_a_worker(grid, tmp_path, shared_cache, m
     assert not (run / "worker.log").exists()
     loaded, _ = R.load(run)
     assert {r.status for r in loaded} == {"refused"}
+
+
+def test_cpu_shares_reads_proc_stat_and_names_steal(tmp_path):
+    f = tmp_path / "stat"
+    f.write_text("cpu  100 0 50 800 10 0 0 40 0 0\ncpu0 1 2 3\n")
+    a = E.cpu_times(str(f))
+    assert a == {"user": 100, "nice": 0, "system": 50, "idle": 800, "iowait": 10, "irq": 0,
+                 "softirq": 0, "steal": 40}
+    b = {**a, "user": 160, "idle": 1100, "steal": 140}       # +60 user, +300 idle, +100 steal of 460
+    sh = E.cpu_shares(a, b)
+    assert sh["steal"] == pytest.approx(21.74) and sh["idle"] == pytest.approx(65.22)
+    assert E.cpu_shares(a, a) is None and E.cpu_shares(None, b) is None
+    assert E.cpu_times(str(tmp_path / "missing")) is None
+    real = E.cpu_times()                                       # this machine's own counters
+    assert real is not None and real["idle"] > 0
