@@ -140,9 +140,10 @@ _PROPS = re.compile(r"Function properties for (\S+)")
 _STACK = re.compile(r"(\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads")
 _USED = re.compile(r"Used (\d+) registers")
 _SMEM = re.compile(r"(\d+) bytes smem")
-# ptxas's wgmma notes: C7515 / C7512 = it serialized every wgmma of the function (each waits for the previous:
-# no overlap of GEMMs with anything), C7517 = it injected a warpgroup.wait before a use of registers
-# a wgmma defines. Both mean the source let a non-wgmma instruction touch wgmma registers in flight.
+# ptxas's wgmma notes: C7515 / C7512 = it serialized every wgmma of the function (each waits for the
+# previous: no overlap of GEMMs with anything), C7517 = it injected a warpgroup.wait before a use of
+# registers a wgmma defines. C7515 and C7517 mean a non-wgmma instruction touches wgmma registers in
+# flight; C7512 that there are not enough registers to keep them apart.
 _SERIAL = re.compile(r"\((?:C7515|C7512)\).*?serialized due to (.*?) (?:in|for) the function '([^']+)'")
 _WAIT = re.compile(r"\(C7517\) warpgroup\.wait is injected.*? in function '([^']+)'")
 
@@ -261,7 +262,7 @@ def _text(x) -> str:
 
 # ---- report and CLI -------------------------------------------------------------------------------
 def format_ptxas(ptxas: list[dict]) -> str:
-    """The ptxas report as a table: one line per kernel entry; wgmma "SERIAL" (C7515) or "+N wait"
+    """The ptxas report as a table: one line per kernel entry; wgmma "SERIAL" (C7515/C7512) or "+N wait"
     (C7517) where ptxas gave up overlapping wgmma, with a count of such kernels last."""
     hdr = (f"{'regs':>5} {'smem B':>8} {'stack B':>8} {'spill st B':>10} {'spill ld B':>10} {'wgmma':>7}"
            "  kernel")
@@ -274,7 +275,7 @@ def format_ptxas(ptxas: list[dict]) -> str:
                      f"{k.get('demangled', k['kernel'])}")
     serial = [k for k in ptxas if k.get("wgmma_serialized")]
     if serial:
-        lines.append(f"WARNING: ptxas serialized the wgmma of {len(serial)} kernel(s) (C7515: "
+        lines.append(f"WARNING: ptxas serialized the wgmma of {len(serial)} kernel(s) (C7515/C7512: "
                      f"{serial[0]['wgmma_serialized']}): no GEMM overlaps anything there")
     return "\n".join(lines)
 

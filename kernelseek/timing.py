@@ -14,10 +14,11 @@ stay out of every number. While timing, the process is pinned to one CPU and Pyt
 collector is paused: host-bound baselines (FA4's Python dispatch costs 0.1-0.5 ms per call) otherwise
 move by tens of percent between runs with scheduler migrations and collection pauses.
 Each timed batch starts behind a short GPU sleep ("gate", about twice the median host enqueue time
-of ENQ_SAMPLES single calls, at most 1 ms) queued before the first event: the host enqueues the first call while the GPU still
-sleeps, so the batch measures the steady state of back-to-back calls -- max(host, device) per call --
-instead of charging one call's host latency to the batch (measured: it moved FA4's per-call time by
-up to 35% between runs). A call whose host side is slower than its kernels still shows that cost.
+of ENQ_SAMPLES single calls, at most 1 ms) queued before the first event: the host enqueues the first
+call while the GPU still sleeps, so the batch measures the steady state of back-to-back calls
+(max(host, device) per call) instead of charging one call's host latency to the batch (measured: it
+moved FA4's per-call time by up to 35% between runs). A call whose host side is slower than its kernels
+still shows that cost, less the share the gate hides (about two calls' host time per batch).
 Host-bound calls are sampled four times longer (batch_plan): their per-call time follows the host.
 """
 from __future__ import annotations
@@ -133,9 +134,10 @@ ENQ_SAMPLES = 7      # single calls whose median host enqueue time sets the gate
 def gate_ms(enq_ms: float) -> float:
     """GPU sleep before a timed batch (ms): about two calls' host enqueue time, within [0.02, 1].
 
-    `enq_ms` must be a median over several calls (ENQ_SAMPLES): a single sample caught in a slow host
-    moment once made a 1 ms gate for FA4 on row 20 (0.14 ms kernels), which hid the host's cost for a
-    whole 14-call batch, so the same call measured 0.139 ms in one run and 0.183 ms in the next."""
+    `enq_ms` is a median over several calls (ENQ_SAMPLES): one sample caught in a slow host moment
+    makes a gate of up to 1 ms, which for FA4 on bench26 row 20 (0.14 ms kernels, 14-call batches)
+    hides most of a batch's host cost. The median did not stop rows 20/22 from moving between runs
+    (NOTES, v10 measured again): their host time itself drifts."""
     return min(1.0, max(0.02, 2.0 * enq_ms))
 
 
