@@ -60,6 +60,20 @@ def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
     return runs[-1]
 
 
+def repeat_group(runs: list[Path], run: Path) -> list[Path]:
+    """The runs among `runs` (oldest first) made of the same kernel source, grid and git revision as
+    `run`: the consecutive runs of one round on one machine, whose pairs issue 3's repeatability
+    criterion judges."""
+    def key(p: Path):
+        try:
+            m = json.loads((p / "results.json").read_text()).get("meta", {})
+        except (OSError, ValueError):
+            return None
+        return (m.get("kernel"), m.get("kernel_sha256"), m.get("grid"), m.get("git_rev"))
+    k = key(run)
+    return [p for p in runs if k and key(p) == k]
+
+
 def _has_gpu() -> bool:
     try:
         import torch
@@ -78,10 +92,10 @@ def describe(run: Path) -> str:
     return head + "\n" + R.format_table(rows)
 
 
-def replay(out_dir: Path, run: Path | None = None) -> int:
-    runs = [run] if run else committed_runs(grid="bench26") or committed_runs()
+def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> int:
+    runs = [run] if run else committed_runs(root, grid="bench26") or committed_runs(root)
     if not runs:
-        print(f"no committed results under {COMMITTED}", file=sys.stderr)
+        print(f"no committed results under {root}", file=sys.stderr)
         return 2
     last = replay_choice(runs)
     print("No CUDA GPU here: checking and timing need a GPU (see README). Replaying the committed "
@@ -109,6 +123,18 @@ def replay(out_dir: Path, run: Path | None = None) -> int:
         print(f"\nfigure: {out_dir / 'speedup.png'}")
     except (ImportError, AttributeError) as e:
         print(f"(plots unavailable: {e})")
+    group = repeat_group(runs, last)
+    if len(group) >= 2:
+        from . import triage
+        tables = [(p.name, R.load(p)[0]) for p in group]
+        print(f"\nrepeatability: {len(group)} consecutive runs of this kernel (same source, git revision)")
+        print(triage.format_repeatability(triage.repeatability(tables)))
+        try:
+            from . import plots
+            plots.repeat_plot(tables).savefig(out_dir / "repeat.png", dpi=110, bbox_inches="tight")
+            print(f"figure: {out_dir / 'repeat.png'}")
+        except (ImportError, AttributeError) as e:
+            print(f"(plots unavailable: {e})")
     return 0
 
 

@@ -12,7 +12,7 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kernelseek.triage import as_rows, row_class, timeline as _timeline
+from kernelseek.triage import REPEAT_TOLERANCE, as_rows, compare, is_timed, row_class, timeline as _timeline
 
 BELOW, ABOVE, BASE, FAIL = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad"
 
@@ -49,6 +49,48 @@ def speedup_bars(table: Any, title: str | None = None) -> Figure:
     ax.set_xticks(xs, [_label(r) for r in rows], rotation=90, fontsize=7)
     ax.set_ylabel("speedup vs baseline (log)")
     ax.set_title(title or "per-row speedup (below 1: slower than the baseline)")
+    return fig
+
+
+def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, title: str | None = None) -> Figure:
+    """Consecutive runs of one kernel: each row's speedup per run (one marker color per run, a grey
+    line from lowest to highest); rows that moved more than `tol` between two consecutive runs are
+    shaded, red where the baseline moved and ours did not, orange otherwise."""
+    names = [n for n, _ in runs]
+    tables = [as_rows(t) for _, t in runs]
+    order = [r.scenario for r in tables[0]]
+    labels = {r.scenario: _label(r) for r in tables[0]}
+    by = [{r.scenario: r for r in t} for t in tables]
+    fig = Figure(figsize=(max(6.0, 0.35 * len(order) + 2), 4.0), layout="constrained")
+    ax = fig.add_subplot()
+    moved: dict[str, str] = {}
+    for ta, tb in zip(tables, tables[1:]):
+        for c in compare(ta, tb, noise=tol).itertuples():
+            if c.moved:
+                base_only = str(c.cause).startswith("baseline")
+                moved[c.scenario] = "base" if base_only and moved.get(c.scenario) != "ours" else "ours"
+    for x, name in enumerate(order):
+        if name in moved:
+            ax.axvspan(x - 0.45, x + 0.45, color=BELOW if moved[name] == "base" else "#e67e22", alpha=0.18, lw=0)
+        sp = [b[name].speedup for b in by if name in b and is_timed(b[name])]
+        if sp:
+            ax.plot([x, x], [min(sp), max(sp)], color=BASE, lw=1.5)
+    colors = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
+    for i, (n, b) in enumerate(zip(names, by)):
+        pts = [(x, b[s].speedup) for x, s in enumerate(order) if s in b and is_timed(b[s])]
+        if pts:
+            ax.plot(*zip(*pts), marker="o", ms=4, ls="none", color=colors[i % len(colors)], label=n[-40:])
+    ax.set_yscale("log")
+    from matplotlib.ticker import FuncFormatter
+    for axis in (ax.yaxis,):
+        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
+        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.set_xticks(range(len(order)), [labels[s] for s in order], rotation=90, fontsize=7)
+    ax.set_ylabel("speedup vs baseline (log)")
+    ax.legend(fontsize=7, loc="upper left")
+    ax.set_title(title or f"repeatability: shaded rows moved > {tol:.0%} between consecutive runs "
+                          "(red: only the baseline moved)", fontsize=9)
     return fig
 
 

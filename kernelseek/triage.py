@@ -12,6 +12,7 @@ listed first, with their reasons. Groups sum the shares of their rows (same N), 
 one feature split the deficit exactly.
 
     kernelseek triage RUN_DIR [--compare RUN_DIR2] [--noise 0.03] [--plot out.png]
+    kernelseek triage RUN_1 --repeat RUN_2 [RUN_3 ...]     (consecutive runs of one kernel)
 """
 from __future__ import annotations
 
@@ -28,6 +29,7 @@ from kernelseek import results
 from kernelseek.results import Row
 
 DEFAULT_NOISE = 0.03   # relative run-to-run noise assumed when p10/p90 are missing
+REPEAT_TOLERANCE = 0.03  # issue 3: bench26 twice in a row moves each row's speedup by less than this
 
 
 # ---- inputs ------------------------------------------------------------------------------------
@@ -295,6 +297,46 @@ def format_compare(df: pd.DataFrame, before: Any = None, after: Any = None) -> s
     return "\n".join(lines)
 
 
+# ---- repeatability -------------------------------------------------------------------------------
+def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) -> pd.DataFrame:
+    """Each consecutive pair of `runs` ((name, results table), in the order they ran): the rows whose
+    speedup moved by more than `tol`, with the side that moved each (compare's cause), the largest
+    speedup move, and the largest move of the candidate's own per-call time."""
+    recs = []
+    for (na, ta), (nb, tb) in zip(runs, runs[1:]):
+        df = compare(ta, tb, noise=tol)
+        moves = (df["ratio"].dropna() - 1.0).abs()
+        tmove = df["time_change"].dropna().abs()
+        over = df[df["moved"] != ""]
+        worst = df.loc[moves.idxmax()] if len(moves) else None
+        recs.append({
+            "pair": f"{na} -> {nb}", "rows": len(df), "over_tol": len(over),
+            "max_move": float(moves.max()) if len(moves) else None,
+            "max_move_scenario": worst["scenario"] if worst is not None else None,
+            "own_time_max_move": float(tmove.max()) if len(tmove) else None,
+            "own_time_max_scenario": df.loc[tmove.idxmax(), "scenario"] if len(tmove) else None,
+            "moved": [(r.scenario, (r.ratio - 1.0) if r.ratio is not None and not pd.isna(r.ratio) else None,
+                       r.cause or r.moved) for r in over.itertuples()],
+        })
+    return pd.DataFrame(recs)
+
+
+def format_repeatability(df: pd.DataFrame, tol: float = REPEAT_TOLERANCE) -> str:
+    """One paragraph per pair: within tolerance or not, and what moved the rows that did."""
+    out = []
+    for r in df.itertuples():
+        ok = r.over_tol == 0
+        mm = f"{r.max_move * 100:.1f}% ({r.max_move_scenario})" if r.max_move is not None else "n/a"
+        own = (f"{r.own_time_max_move * 100:.1f}% ({r.own_time_max_scenario})"
+               if r.own_time_max_move is not None else "n/a")
+        out.append(f"{r.pair}: {'every row within' if ok else f'{r.over_tol} of {r.rows} rows over'} "
+                   f"{tol * 100:.0f}%; largest speedup move {mm}; our own time moved at most {own}")
+        for name, move, cause in r.moved:
+            mv = f"{move * 100:+.1f}%" if move is not None else ""
+            out.append(f"  {name[:40]:40} {mv:>7}  [{cause}]")
+    return "\n".join(out)
+
+
 # ---- a campaign --------------------------------------------------------------------------------
 def campaign_evals(campaign_dir: str | Path) -> list[Path]:
     """The run directories under campaigns/<id>/evals/, in numeric order."""
@@ -348,6 +390,9 @@ def register(sub) -> None:
     p.add_argument("--noise", type=float, default=None,
                    help=f"relative noise for --compare (default: from p10/p90, else {DEFAULT_NOISE})")
     p.add_argument("--plot", metavar="OUT.png", help="write the per-row speedup bars")
+    p.add_argument("--repeat", nargs="+", metavar="RUN_DIR", default=None,
+                   help=f"later runs of the same kernel, in order: each consecutive pair's rows that moved "
+                        f"more than {REPEAT_TOLERANCE:.0%} and which side moved them")
     p.set_defaults(func=_cli)
 
 
@@ -369,6 +414,16 @@ def _cli(args) -> int:
         return 2
     t = triage(rows)
     print(t.text())
+    if args.repeat:
+        runs = [(target.name, rows)]
+        for d in args.repeat:
+            try:
+                runs.append((Path(d).name, results.load(d)[0]))
+            except (FileNotFoundError, ValueError) as e:
+                print(e)
+                return 2
+        print("\n== repeatability (consecutive runs)")
+        print(format_repeatability(repeatability(runs)))
     if args.compare:
         try:
             rows2, _ = results.load(args.compare)

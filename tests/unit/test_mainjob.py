@@ -119,3 +119,24 @@ def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
                        kernel_sha256=hashlib.sha256((tmp_path / "kernels" / "o.cu").read_bytes()).hexdigest())
     (other / "results.json").write_text(json.dumps(res))
     assert replay_choice([other] + runs, repo=tmp_path) == runs[1]
+
+
+def test_replay_reports_repeatability_of_the_kernels_consecutive_runs(tmp_path, capsys):
+    """Three consecutive committed v10 runs (one git revision) and one earlier v10 run (another
+    revision): the replay shows the repeatability of the three, pair by pair, and draws it."""
+    import shutil
+    from kernelseek.mainjob import repeat_group, replay
+    src = REPO / "data" / "runs"
+    names = [f"h200-bench26-20261130-{t}-fa3_hopper-v10" for t in ("101205", "103933", "104252", "104338")]
+    root = tmp_path / "runs"
+    for n in names:
+        shutil.copytree(src / n, root / n)
+    runs = committed_runs(root, grid="bench26")
+    assert [p.name for p in repeat_group(runs, root / names[-1])] == names[1:]
+    assert [p.name for p in repeat_group(runs, root / names[0])] == names[:1]
+    assert replay(tmp_path / "out", root=root) == 0
+    out = capsys.readouterr().out
+    assert "repeatability: 3 consecutive runs of this kernel" in out
+    assert f"{names[1]} -> {names[2]}: 5 of 26 rows over 3%" in out
+    assert f"{names[2]} -> {names[3]}: 2 of 26 rows over 3%" in out
+    assert (tmp_path / "out" / "repeat.png").stat().st_size > 10_000

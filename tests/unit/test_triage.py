@@ -1,5 +1,6 @@
 """Gap triage: deficit shares (hand-computed), groups, failures first, compare, timeline, CLI."""
 import math
+from pathlib import Path
 
 import pytest
 
@@ -183,3 +184,57 @@ def test_compare_names_the_side_that_moved_and_a_host_bound_baseline():
     assert df.loc["same", "moved"] == "" and df.loc["same", "cause"] == ""
     text = format_compare(compare(before, after, noise=0.03))
     assert "[baseline host-bound (fa4: host 0.111 -> 0.201 ms/call" in text and "[candidate]" in text
+
+
+V10 = [Path(__file__).resolve().parents[2] / "data" / "runs" / f"h200-bench26-20261130-{t}-fa3_hopper-v10"
+       for t in ("103933", "104252", "104338")]
+
+
+def test_repeatability_on_three_committed_h200_runs():
+    """Issue 3's criterion on three consecutive bench26 runs of v10 (committed, append-only): which
+    rows moved more than 3% between consecutive runs, and that the baseline, not our kernel, moved
+    them."""
+    from kernelseek import results as R
+    from kernelseek.triage import format_repeatability, repeatability
+    df = repeatability([(p.name, R.load(p)[0]) for p in V10])
+    assert list(df["over_tol"]) == [5, 2] and list(df["rows"]) == [26, 26]
+    first = dict((n, (m, c)) for n, m, c in df.iloc[0]["moved"])
+    assert sorted(first) == ["r04_prefill_d128_s512_causal", "r17_prefill_d192_s4k_causal",
+                             "r18_varlen_d128_gqa_causal", "r20_decode_paged_b16_kv8k",
+                             "r22_decode_paged_b128_kv1k"]
+    assert first["r20_decode_paged_b16_kv8k"][0] == pytest.approx(-0.210, abs=0.001)
+    assert first["r20_decode_paged_b16_kv8k"][1].startswith("baseline host-bound (fa4: host 0.232 -> 0.150")
+    assert first["r04_prefill_d128_s512_causal"][1].startswith("baseline host-bound (cudnn")
+    assert df.iloc[0]["own_time_max_move"] < 0.03 < df.iloc[0]["max_move"]
+    second = [n for n, _, _ in df.iloc[1]["moved"]]
+    assert second == ["r04_prefill_d128_s512_causal", "r20_decode_paged_b16_kv8k"]
+    text = format_repeatability(df)
+    assert "5 of 26 rows over 3%" in text and "2 of 26 rows over 3%" in text
+
+
+def test_repeatability_within_tolerance_and_a_candidate_that_moved():
+    from kernelseek.triage import format_repeatability, repeatability
+
+    def row(name, t, bt):
+        return Row(scenario=name, status="passed", time_ms=t, baseline="cudnn", baseline_ms=bt,
+                   baseline_host_ms=0.01, speedup=bt / t)
+    a = [row("x", 1.00, 0.90), row("y", 0.50, 0.50)]
+    b = [row("x", 1.02, 0.90), row("y", 0.50, 0.50)]        # x: -2%, within 3%
+    c = [row("x", 1.10, 0.90), row("y", 0.50, 0.50)]        # x: our time +7.8%
+    df = repeatability([("a", a), ("b", b), ("c", c)])
+    assert list(df["over_tol"]) == [0, 1]
+    assert df.iloc[1]["moved"] == [("x", pytest.approx(1.02 / 1.10 - 1), "candidate")]
+    assert df.iloc[1]["own_time_max_move"] == pytest.approx(1.10 / 1.02 - 1)
+    assert "every row within 3%" in format_repeatability(df).splitlines()[0]
+
+
+def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
+    from kernelseek import results as R
+    from kernelseek.plots import repeat_plot
+    fig = repeat_plot([(p.name, R.load(p)[0]) for p in V10])
+    ax = fig.axes[0]
+    shaded = [pt for pt in ax.patches if pt.get_alpha() == pytest.approx(0.18)]
+    assert len(shaded) == 5                                   # rows 4, 17, 18, 20, 22
+    assert len(ax.get_legend().get_texts()) == 3
+    fig.savefig(tmp_path / "r.png")
+    assert (tmp_path / "r.png").stat().st_size > 10_000
