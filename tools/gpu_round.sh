@@ -13,6 +13,11 @@
 #   KB=other.cu SCEN=rows bash tools/gpu_round.sh abfile
 #                                      A/B of the kernel against another kernel file on one machine:
 #                                      both built in parallel first, then A B B A on the rows
+#   WIP=kernels/wip/<dir> SCEN=rows bash tools/gpu_round.sh wip
+#                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu,
+#                                      the patch applied in place, probes (default, dynamic, static)
+#                                      while both build, then the harness checks and, if all pass,
+#                                      abfile against the base (this device copy only)
 #   bash tools/gpu_round.sh jitter     FA4's host time per call on rows 20 and 22, per CPU and over
 #                                      time (tools/host_jitter.py; issue 3)
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
@@ -67,6 +72,27 @@ for what in "$@"; do
         SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abfile.txt" 2>&1
       done
       grep -h "correct\|run directory" "$OUT/abfile.txt" ;;
+    wip)
+      cp "$K" kernels/fa3_hopper_base.cu
+      if ! patch "$K" < "${WIP:?WIP=kernels/wip/dir}/fa3_hopper.patch" > "$OUT/wip_patch.txt" 2>&1; then
+        echo "wip: the patch does not apply"; cat "$OUT/wip_patch.txt"; continue
+      fi
+      (PROBE_PASSES=default,dynamic,static timeout 400 bash "$0" probes > "$OUT/wip_probes.txt" 2>&1) &
+      (python3 -m kernelseek build "$K" > "$OUT/build_A.txt" 2>&1 &
+       python3 -m kernelseek build kernels/fa3_hopper_base.cu > "$OUT/build_B.txt" 2>&1 & wait)
+      wait
+      grep -E "SERIAL|WARNING" "$OUT/build_A.txt"; tail -n 4 "$OUT/wip_probes.txt"
+      if grep -q "ALL PASS: 0 failure" "$OUT/probe_fa3.txt" 2>/dev/null; then
+        KERNEL=$K bash tools/h200.sh check > "$OUT/wip_check.txt" 2>&1
+        grep -h "correct\|run directory" "$OUT/wip_check.txt"
+        if [ "$(grep -c 'correct \([0-9]*\)/\1 ' "$OUT/wip_check.txt")" = 2 ]; then
+          KB=kernels/fa3_hopper_base.cu bash "$0" abfile
+        else
+          echo "wip: a check failed: no timing"
+        fi
+      else
+        echo "wip: probes not clean: no checks, no timing"
+      fi ;;
     jitter)
       for row in 22 20; do timeout 120 python3 tools/host_jitter.py $row 40 > "$OUT/jitter_$row.txt" 2>&1; tail -9 "$OUT/jitter_$row.txt"; done ;;
     gputests)
