@@ -71,6 +71,20 @@ def test_gap_triage_two_runs(tmp_path):
     assert pngs(nb) == 2
 
 
+def test_gap_triage_repeatability_of_committed_h200_runs(tmp_path):
+    """Three consecutive bench26 runs of v10 on the H200 (data/runs/): the notebook reports each
+    pair's rows over 3% with the side that moved them, and draws them."""
+    runs = [str(ROOT / "data" / "runs" / f"h200-bench26-20261130-{t}-fa3_hopper-v10")
+            for t in ("103933", "104252", "104338")]
+    rec, nb = run_nb("gap_triage", tmp_path, run=runs[0], repeat=runs[1:])
+    assert [p["over_tol"] for p in rec["repeat"]] == [5, 2]
+    moved = {n: c for n, _, c in rec["repeat"][1]["moved"]}
+    assert set(moved) == {"r04_prefill_d128_s512_causal", "r20_decode_paged_b16_kv8k"}
+    assert all(c.startswith("baseline host-bound") for c in moved.values())
+    assert rec["repeat"][0]["own_time_max_move"] < 0.03
+    assert pngs(nb) == 2                                    # the speedup bars and the repeat plot
+
+
 def test_bounds_one_run(tmp_path):
     run = CAMP / "evals" / "2"
     rec, nb = run_nb("bounds", tmp_path, run=str(run), ceilings=str(CEILINGS))
