@@ -212,6 +212,14 @@ def test_repeatability_on_three_committed_h200_runs():
     assert "5 of 26 rows over 3%" in text and "2 of 26 rows over 3%" in text
 
 
+
+def test_triage_cli_repeat(capsys, tmp_path):
+    assert main(["triage", str(V10[0]), "--repeat", str(V10[1]), str(V10[2])]) == 0
+    out = capsys.readouterr().out
+    assert "== repeatability (consecutive runs)" in out and "5 of 26 rows over 3%" in out
+    assert main(["triage", str(V10[0]), "--repeat", str(tmp_path / "missing")]) == 2
+
+
 def test_repeatability_within_tolerance_and_a_candidate_that_moved():
     from kernelseek.triage import format_repeatability, repeatability
 
