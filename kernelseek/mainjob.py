@@ -36,25 +36,27 @@ def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: boo
     return [d for _, d in sorted(runs)]
 
 
+def _meta(run: Path) -> dict:
+    """A run directory's meta ({} when unreadable)."""
+    try:
+        return json.loads((run / "results.json").read_text()).get("meta", {})
+    except (OSError, ValueError):
+        return {}
+
+
 def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
     """The run to replay, among runs of the newest run's kernel file: the last one made of that file
     as it is now (meta kernel_sha256 equal to its hash), so the replay shows what the checkout's kernel
     measured (not a version measured and then reverted); else that kernel's newest run. Never another
     kernel's run: an older kernel that happens to be unchanged is not the one being worked on."""
     from .build import source_hash
-
-    def meta(run: Path) -> dict:
-        try:
-            return json.loads((run / "results.json").read_text()).get("meta", {})
-        except (OSError, ValueError):
-            return {}
     if not runs:
         return None
-    kernel = meta(runs[-1]).get("kernel")
+    kernel = _meta(runs[-1]).get("kernel")
     f = repo / kernel if kernel else None
     sha = source_hash(f) if f and f.is_file() else None  # as evaluate records it
     for run in reversed(runs):
-        m = meta(run)
+        m = _meta(run)
         if sha and m.get("kernel") == kernel and m.get("kernel_sha256") == sha:
             return run
     return runs[-1]
@@ -65,11 +67,8 @@ def repeat_group(runs: list[Path], run: Path) -> list[Path]:
     `run`: the consecutive runs of one round on one machine, whose pairs issue 3's repeatability
     criterion judges."""
     def key(p: Path):
-        try:
-            m = json.loads((p / "results.json").read_text()).get("meta", {})
-        except (OSError, ValueError):
-            return None
-        return (m.get("kernel"), m.get("kernel_sha256"), m.get("grid"), m.get("git_rev"))
+        m = _meta(p)
+        return (m.get("kernel"), m.get("kernel_sha256"), m.get("grid"), m.get("git_rev")) if m else None
     k = key(run)
     return [p for p in runs if k and key(p) == k]
 
