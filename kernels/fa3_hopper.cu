@@ -399,6 +399,22 @@ __device__ __forceinline__ void tma_load_4d(uint32_t dst, const CUtensorMap* map
       : "memory");
 }
 
+// 4-D tiled store of one box from shared memory (bulk async group of this thread).
+__device__ __forceinline__ void tma_store_4d(const CUtensorMap* map, uint32_t src, int c0, int c1, int c2,
+                                             int c3) {
+  asm volatile("cp.async.bulk.tensor.4d.global.shared::cta.bulk_group [%0, {%2, %3, %4, %5}], [%1];" ::"l"(
+                   reinterpret_cast<uint64_t>(map)),
+               "r"(src), "r"(c0), "r"(c1), "r"(c2), "r"(c3)
+               : "memory");
+}
+__device__ __forceinline__ void bulk_commit() { asm volatile("cp.async.bulk.commit_group;" ::: "memory"); }
+// This thread's bulk stores have read their shared memory (it may be written again).
+__device__ __forceinline__ void bulk_wait_read() {
+  asm volatile("cp.async.bulk.wait_group.read 0;" ::: "memory");
+}
+// This thread's bulk stores are complete.
+__device__ __forceinline__ void bulk_wait() { asm volatile("cp.async.bulk.wait_group 0;" ::: "memory"); }
+
 // ---- register rebalancing (PTX ISA: "setmaxnreg") ---------------------------------------------
 template <int N>
 __device__ __forceinline__ void setmaxnreg_dec() {
@@ -687,6 +703,9 @@ __device__ __forceinline__ int ld_shared_s32(uint32_t addr) {
 __device__ __forceinline__ void st_shared_zero16(uint32_t addr) {
   asm volatile("st.shared.v4.u32 [%0], {%1, %1, %1, %1};" ::"r"(addr), "r"(0) : "memory");
 }
+__device__ __forceinline__ void st_shared_u32(uint32_t addr, uint32_t v) {
+  asm volatile("st.shared.b32 [%0], %1;" ::"r"(addr), "r"(v) : "memory");
+}
 // Make this thread's generic-proxy shared-memory writes visible to the async proxy (wgmma, TMA).
 __device__ __forceinline__ void fence_proxy_async_smem() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -762,10 +781,16 @@ struct Smem {
   // tile's Q as soon as it knows the tile, instead of after the current tile's last S.
   static constexpr int kQBuf =
       2 * kQBytes + kStages * (kKBytes + kVBytes) + 128 + 1024 <= 227 * 1024 ? 2 : 1;
+  // O staged for a TMA store (kOBytes: both warpgroups' 64 rows, 64-column chunks), where it fits
+  // beside the above: hd64, hd96 with 128-key tiles, hd128 with 128-key tiles (0 elsewhere).
+  static constexpr int kOBytes = kBM * pad64(DV) * 2;
+  static constexpr int kOStage =
+      kQBuf * kQBytes + kStages * (kKBytes + kVBytes) + kOBytes + 128 + 1024 <= 227 * 1024 ? 1 : 0;
   static constexpr int kQ = 0;
   static constexpr int kK = kQ + kQBuf * kQBytes;
   static constexpr int kV = kK + kStages * kKBytes;
-  static constexpr int kBar = kV + kStages * kVBytes;
+  static constexpr int kO = kV + kStages * kVBytes;  // chunk c of warpgroup w at kO + (2c + w) * 8 KB
+  static constexpr int kBar = kO + kOStage * kOBytes;
   // barriers: q_full, k_full[2], v_full[2], k_empty[2], v_empty[2], q_empty; then the index of
   // the tile whose Q the q_full barrier announces (-1: no more tiles); then q_full, q_empty and
   // the index of the second Q buffer (kQBuf == 2)
@@ -803,6 +828,7 @@ struct Args {
   int tiles;               // m_blocks * heads * batch work tiles, spread over a persistent grid
   int sec;                 // (batch, head) pairs per section of the tile order (see tile_at)
   int slot;                // this launch's tile counter: g_sched[slot] (see next_tile)
+  int o_tma, o_swap;       // 1: O leaves through the `to` tensor map (dense only); its dim order
 };
 
 // Dynamic tile scheduler: CTA c runs tile c first, then asks a global counter for the next one
@@ -896,7 +922,8 @@ __device__ __forceinline__ void tma_tile(uint32_t dst, const CUtensorMap* map, u
 template <typename T, int D, int DV, int BN, int VAR, bool DYN>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
-               const __grid_constant__ CUtensorMap tv, const __grid_constant__ Args a) {
+               const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
+               const __grid_constant__ Args a) {
   constexpr bool F16 = std::is_same<T, __half>::value;
   constexpr int NS = BN / 2;  // S accumulator floats per thread
   using L = Smem<D, DV, BN>;
@@ -1243,35 +1270,81 @@ __global__ void __launch_bounds__(kThreads, 1)
       float* lbase = a.lse ? a.lse + (a.cu_q ? (int64_t)q_row0 : (int64_t)b * a.lse_bs) + (int64_t)h * a.lse_hs
                            : nullptr;
       const float sink = a.sinks ? a.sinks[h] : 0.f;
+      float inv[2] = {0.f, 0.f};  // 1 / denominator per row; 0 for rows without keys (and past Sq)
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
         const int row = row0 + 8 * r;
         if (row < sq) {
-          float inv = 0.f, lse = -INFINITY;
+          float lse = -INFINITY;
           if (l_run[r] > 0.f) {  // at least one visible key (its exp is 1)
             const float m_nat = m_run[r] * a.lse_mul;  // running max in natural-log units
             if (a.sinks) {
               const float mn = fmaxf(m_nat, sink);
               const float e = expf(m_nat - mn);
               const float den = l_run[r] * e + expf(sink - mn);
-              inv = e / den;
+              inv[r] = e / den;
               lse = mn + logf(den);
             } else {
-              inv = 1.f / l_run[r];
+              inv[r] = 1.f / l_run[r];
               lse = m_nat + logf(l_run[r]);
             }
           }
-          T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
-#pragma unroll
-          for (int j = 0; j < DV / 8; ++j)
-            if (8 * j < a.dv)  // (a.dv == DV on every instantiation; kept as a guard)
-              *reinterpret_cast<uint32_t*>(orow + 8 * j) =
-                  pack2<F16>(o[4 * j + 2 * r] * inv, o[4 * j + 2 * r + 1] * inv);
           if (lbase && (t & 3) == 0) lbase[row] = lse;
+        }
+      }
+      bool o_done = false;
+      if constexpr (L::kOStage) {
+        // O through shared memory and one TMA store per 64-column chunk (dense layouts only: a
+        // varlen tile's rows past its sequence belong to the next one, and the box would write
+        // them). Rows past Sq and columns past Dv fall outside the map and are not written.
+        if (a.o_tma) {
+          if (t == 0) bulk_wait_read();  // this warpgroup's previous store has left shared memory
+          named_bar_sync(1 + cw, 128);
+          const int rl0 = acc_row(t, 0);  // row within this warpgroup's 64
+#pragma unroll
+          for (int r = 0; r < 2; ++r) {
+            const int rl = rl0 + 8 * r;
+#pragma unroll
+            for (int j = 0; j < DV / 8; ++j) {
+              const uint32_t addr = base + L::kO + (uint32_t)((2 * (j >> 3) + cw) * 8192 + rl * 128 +
+                                                              (((j & 7) ^ (rl & 7)) << 4) + 4 * (t & 3));
+              st_shared_u32(addr, pack2<F16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]));
+            }
+          }
+          fence_proxy_async_smem();
+          named_bar_sync(1 + cw, 128);
+          if (t == 0) {
+#pragma unroll
+            for (int c = 0; c < pad64(DV) / 64; ++c) {
+              const uint32_t src = base + L::kO + (uint32_t)((2 * c + cw) * 8192);
+              const int row = ti.q_coord + 64 * cw;
+              if (a.o_swap) tma_store_4d(&to, src, 64 * c, h, row, ti.tb);
+              else tma_store_4d(&to, src, 64 * c, row, h, ti.tb);
+            }
+            bulk_commit();
+          }
+          o_done = true;
+        }
+      }
+      if (!o_done) {
+#pragma unroll
+        for (int r = 0; r < 2; ++r) {
+          const int row = row0 + 8 * r;
+          if (row < sq) {
+            T* orow = obase + (int64_t)row * a.o_rs + 2 * (t & 3);
+#pragma unroll
+            for (int j = 0; j < DV / 8; ++j)
+              if (8 * j < a.dv)  // (a.dv == DV on every instantiation; kept as a guard)
+                *reinterpret_cast<uint32_t*>(orow + 8 * j) =
+                    pack2<F16>(o[4 * j + 2 * r] * inv[r], o[4 * j + 2 * r + 1] * inv[r]);
+          }
         }
       }
       if constexpr (!DYN) idx += gridDim.x;
     }  // tiles
+    if constexpr (L::kOStage) {
+      if (a.o_tma && t == 0) bulk_wait();  // the last O store has completed
+    }
     if constexpr (VAR == 2) {
       if (cw == 0) named_bar_sync(3, 256);  // absorb warpgroup 1's last hand-over
     }
@@ -1538,10 +1611,17 @@ inline int bn_forced() {
   return e ? atoi(e) : 0;
 }
 
+// O through shared memory and a TMA store where the staging fits (v12); KSEEK_FA3_OSTORE=direct
+// keeps the direct global stores everywhere, for A/B runs.
+inline bool o_store_tma() {
+  const char* e = getenv("KSEEK_FA3_OSTORE");
+  return !(e && strcmp(e, "direct") == 0);
+}
+
 // Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
 template <typename T, int D, int DV, int BN, int VAR, bool DYN>
 int start(const dim3& grid, cudaStream_t stream, const CUtensorMap& tq, const CUtensorMap& tk,
-          const CUtensorMap& tv, const Args& a) {
+          const CUtensorMap& tv, const CUtensorMap& to, const Args& a) {
   constexpr int smem = Smem<D, DV, BN>::kTotal;
   static int attr_done[64] = {0};
   int dev = 0;
@@ -1554,7 +1634,7 @@ int start(const dim3& grid, cudaStream_t stream, const CUtensorMap& tq, const CU
     }
     if (dev >= 0 && dev < 64) attr_done[dev] = 1;
   }
-  fwd_kernel<T, D, DV, BN, VAR, DYN><<<grid, kThreads, smem, stream>>>(tq, tk, tv, a);
+  fwd_kernel<T, D, DV, BN, VAR, DYN><<<grid, kThreads, smem, stream>>>(tq, tk, tv, to, a);
   const cudaError_t e = cudaGetLastError();
   if (e == cudaSuccess) return KSEEK_OK;
   // A launch-configuration error (e.g. not enough shared memory) leaves no sticky state: retry
@@ -1582,6 +1662,14 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
                 p->v_head_stride, p->v_batch_stride, BN, &a.v_swap))
     return -1;  // not for the fast path
   fill_args(p, varlen, a);
+  // O's map (64-row boxes, one per consumer warpgroup): dense layouts where the staging fits
+  CUtensorMap to;
+  memset(&to, 0, sizeof(to));
+  a.o_tma = 0;
+  a.o_swap = 0;
+  if (Smem<D, DV, BN>::kOStage && !varlen && o_store_tma())
+    a.o_tma = make_map(&to, F16, p->o, p->head_dim_v, rows_q, p->heads_q, nb, p->o_row_stride,
+                       p->o_head_stride, p->o_batch_stride, 64, &a.o_swap) ? 1 : 0;
 
   a.heads = p->heads_q;
   a.batch = p->batch;
@@ -1596,16 +1684,16 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rows_q, int64_t r
   if (sms <= 0) return -1;
   const dim3 grid((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most
   const int var = variant();
-  if (var == 2 && dynamic_schedule(p)) return start<T, D, DV, BN, 2, true>(grid, stream, tq, tk, tv, a);
+  if (var == 2 && dynamic_schedule(p)) return start<T, D, DV, BN, 2, true>(grid, stream, tq, tk, tv, to, a);
   if constexpr (BN != 64 && BN != 128) {
-    return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, a);  // wide tiles: VAR 2 only
+    return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, to, a);  // wide tiles: VAR 2 only
   } else {
     switch (var) {
-      case 0: return start<T, D, DV, BN, 0, false>(grid, stream, tq, tk, tv, a);
+      case 0: return start<T, D, DV, BN, 0, false>(grid, stream, tq, tk, tv, to, a);
       case 1:  // not built for Dv = 256: it spills there (12 bytes since v5); runs VAR 2 instead
-        if constexpr (DV < 256) return start<T, D, DV, BN, 1, false>(grid, stream, tq, tk, tv, a);
+        if constexpr (DV < 256) return start<T, D, DV, BN, 1, false>(grid, stream, tq, tk, tv, to, a);
         [[fallthrough]];
-      default: return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, a);
+      default: return start<T, D, DV, BN, 2, false>(grid, stream, tq, tk, tv, to, a);
     }
   }
 }
