@@ -13,6 +13,10 @@
 #   KB=other.cu SCEN=rows bash tools/gpu_round.sh abfile
 #                                      A/B of the kernel against another kernel file on one machine:
 #                                      both built in parallel first, then A B B A on the rows
+#   KFILES="a.cu b.cu c.cu" SCEN=rows bash tools/gpu_round.sh abn
+#                                      A/B/C... of several kernel files on one machine: all built in
+#                                      parallel, then run in order and in reverse (A B C C B A)
+#   bash tools/gpu_round.sh pair       bench26 twice in a row (no checks; FA4 staged first)
 #   WIP=kernels/wip/<dir> SCEN=rows bash tools/gpu_round.sh wip
 #                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu,
 #                                      the patch applied in place, probes (default, dynamic, static)
@@ -72,6 +76,16 @@ for what in "$@"; do
         SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abfile.txt" 2>&1
       done
       grep -h "correct\|run directory" "$OUT/abfile.txt" ;;
+    abn)
+      for f in ${KFILES:?KFILES=files}; do python3 -m kernelseek build "$f" > "$OUT/build_$(basename "$f" .cu).txt" 2>&1 & done; wait
+      grep -l "SERIAL\|WARNING" "$OUT"/build_*.txt
+      for f in $KFILES $(echo $KFILES | tr ' ' '\n' | tac); do
+        SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abn.txt" 2>&1
+      done
+      grep -h "run directory" "$OUT/abn.txt" ;;
+    pair)
+      for i in 1 2; do KERNEL=$K bash tools/h200.sh bench > "$OUT/pair$i.txt" 2>&1; done
+      grep -h "correct\|run directory" "$OUT"/pair?.txt ;;
     wip)
       cp "$K" kernels/fa3_hopper_base.cu
       if ! patch "$K" < "${WIP:?WIP=kernels/wip/dir}/fa3_hopper.patch" > "$OUT/wip_patch.txt" 2>&1; then
