@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import sys
 
 # verb -> (module, one-line help)
@@ -32,6 +33,7 @@ VERBS = {
     "report": ("kernelseek.report", "render a run's gap-triage and bounds notebooks to HTML"),
 }
 
+EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
 EXIT_CODES = """exit codes:
   0  success (eval: every scenario passed; goal: met)
   1  a check failed (eval: some scenario's output was wrong; goal: not met)
@@ -39,6 +41,7 @@ EXIT_CODES = """exit codes:
   3  the build failed or the constraint check refused the kernel
   4  the kernel crashed, hung or raised an error on some scenario (and none failed a check)
   5  everything passed but some rows have no usable baseline (n/a)
+  141  the output pipe was closed by its reader (e.g. `| head`); nothing else went wrong
 """
 
 
@@ -58,7 +61,13 @@ def main(argv: list[str] | None = None) -> int:
     if not hasattr(args, "func"):
         parser.print_help()
         return 2
-    return int(args.func(args) or 0)
+    try:
+        return int(args.func(args) or 0)
+    except BrokenPipeError:
+        # The reader went away (`kernelseek goal ... | head`): stop quietly, as Unix tools do.
+        # stdout now points at /dev/null so the interpreter's final flush cannot raise again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_PIPE
 
 
 if __name__ == "__main__":

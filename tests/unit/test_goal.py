@@ -167,3 +167,13 @@ def test_goal_cli_judges_the_median_of_several_runs():
     assert r.returncode == 1 and "not passed in" in r.stdout and "unmet" in r.stdout
     r = goal_cli(RUNS / "met", RUNS / "stale")
     assert r.returncode == 2 and "differs from" in r.stderr
+
+
+def test_cli_stops_quietly_when_its_reader_closes_the_pipe():
+    """`kernelseek goal ... | head -3` must not end in a BrokenPipeError traceback."""
+    p = subprocess.Popen([sys.executable, "-m", "kernelseek", "goal", RUNS / "met", RUNS / "met"],
+                         cwd=ROOT, env=ENV, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # no reader: the first print meets a closed pipe
+    err = p.stderr.read().decode()
+    assert p.wait(timeout=60) == 141, err
+    assert "Traceback" not in err and "BrokenPipe" not in err, err
