@@ -298,12 +298,28 @@ def format_compare(df: pd.DataFrame, before: Any = None, after: Any = None) -> s
 
 
 # ---- repeatability -------------------------------------------------------------------------------
+def p10_speedups(table: Any) -> dict[str, float]:
+    """Per scenario, the winning baseline's 10th-percentile time per call over the candidate's (ms /
+    ms): the speedup with the slowest 90% of each side's batches left out. Host interference that comes
+    and goes over seconds (a host-bound baseline on a VM) lands in the upper tail, so this ratio
+    tells a row that moved with it from one that moved in its floor."""
+    out = {}
+    for r in as_rows(table):
+        b = (r.baselines or {}).get(r.baseline or "", {})
+        if r.time_p10_ms and b.get("time_p10_ms"):
+            out[r.scenario] = b["time_p10_ms"] / r.time_p10_ms
+    return out
+
+
 def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) -> pd.DataFrame:
     """Each consecutive pair of `runs` ((name, results table), in the order they ran): the rows whose
     speedup moved by more than `tol`, with the side that moved each (compare's cause), the largest
-    speedup move, and the largest move of the candidate's own per-call time."""
+    speedup move, the largest move of the candidate's own per-call time, and the same count on the
+    p10 speedups (p10_speedups; None where no row records p10 times)."""
     recs = []
     for (na, ta), (nb, tb) in zip(runs, runs[1:]):
+        pa, pb = p10_speedups(ta), p10_speedups(tb)
+        p10_moves = [abs(pb[k] / pa[k] - 1.0) for k in pa if k in pb]
         df = compare(ta, tb, noise=tol)
         moves = (df["ratio"].dropna() - 1.0).abs()
         tmove = df["time_change"].dropna().abs()
@@ -317,6 +333,8 @@ def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) ->
             "own_time_max_scenario": df.loc[tmove.idxmax(), "scenario"] if len(tmove) else None,
             "moved": [(r.scenario, (r.ratio - 1.0) if r.ratio is not None and not pd.isna(r.ratio) else None,
                        r.cause or r.moved) for r in over.itertuples()],
+            "p10_over_tol": sum(m > tol for m in p10_moves) if p10_moves else None,
+            "p10_max_move": max(p10_moves) if p10_moves else None,
         })
     return pd.DataFrame(recs)
 
@@ -331,6 +349,9 @@ def format_repeatability(df: pd.DataFrame, tol: float = REPEAT_TOLERANCE) -> str
                if r.own_time_max_move is not None else "n/a")
         out.append(f"{r.pair}: {'every row within' if ok else f'{r.over_tol} of {r.rows} rows over'} "
                    f"{tol * 100:.0f}%; largest speedup move {mm}; our own time moved at most {own}")
+        if getattr(r, "p10_max_move", None) is not None and not pd.isna(r.p10_max_move):
+            out.append(f"  on p10 times (each side's fastest batches): {int(r.p10_over_tol)} row{'' if r.p10_over_tol == 1 else 's'} over "
+                       f"{tol * 100:.0f}%, largest move {r.p10_max_move * 100:.1f}%")
         for name, move, cause in r.moved:
             mv = f"{move * 100:+.1f}%" if move is not None else ""
             out.append(f"  {name[:40]:40} {mv:>7}  [{cause}]")

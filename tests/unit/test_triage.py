@@ -210,6 +210,10 @@ def test_repeatability_on_three_committed_h200_runs():
     assert second == ["r04_prefill_d128_s512_causal", "r20_decode_paged_b16_kv8k"]
     text = format_repeatability(df)
     assert "5 of 26 rows over 3%" in text and "2 of 26 rows over 3%" in text
+    # on each side's p10 time most of the movement is gone (it was in the baselines' upper tail)
+    assert list(df["p10_over_tol"]) == [3, 1]
+    assert df.iloc[0]["p10_max_move"] == pytest.approx(0.160, abs=0.001)
+    assert "on p10 times (each side's fastest batches): 3 rows over 3%, largest move 16.0%" in text
 
 
 
@@ -234,6 +238,24 @@ def test_repeatability_within_tolerance_and_a_candidate_that_moved():
     assert df.iloc[1]["moved"] == [("x", pytest.approx(1.02 / 1.10 - 1), "candidate")]
     assert df.iloc[1]["own_time_max_move"] == pytest.approx(1.10 / 1.02 - 1)
     assert "every row within 3%" in format_repeatability(df).splitlines()[0]
+
+
+def test_p10_speedup_tells_a_tail_move_from_a_floor_move():
+    from kernelseek.triage import format_repeatability, p10_speedups, repeatability
+
+    def row(name, bt, bp10):  # our time 1.0 ms (p10 0.9); the baseline's median and p10 as given
+        return Row(scenario=name, status="passed", time_ms=1.0, time_p10_ms=0.9, baseline="fa4",
+                   baseline_ms=bt, speedup=bt, baselines={"fa4": {"time_ms": bt, "time_p10_ms": bp10}})
+    a = [row("tail", 1.0, 0.8), row("floor", 1.0, 0.8)]
+    b = [row("tail", 1.2, 0.8), row("floor", 1.2, 0.96)]   # both medians +20%; only "floor"'s p10 moved
+    assert p10_speedups(b) == {"tail": pytest.approx(0.8 / 0.9), "floor": pytest.approx(0.96 / 0.9)}
+    df = repeatability([("a", a), ("b", b)])
+    assert df.iloc[0]["over_tol"] == 2 and df.iloc[0]["p10_over_tol"] == 1
+    assert df.iloc[0]["p10_max_move"] == pytest.approx(0.2)
+    assert "1 row over 3%" in format_repeatability(df)
+    no_p10 = [Row(scenario="x", status="passed", time_ms=1.0, baseline="fa4", baseline_ms=1.0, speedup=1.0)]
+    df = repeatability([("a", no_p10), ("b", no_p10)])
+    assert df.iloc[0]["p10_over_tol"] is None and "p10" not in format_repeatability(df)
 
 
 def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
