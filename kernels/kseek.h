@@ -14,7 +14,8 @@
 //           lse [B, Hq, Sq] float32
 //   varlen  (cu_seqlens_q != NULL) q [total_q, Hq, D], k/v [total_k, Hkv, D]; sequence b owns
 //           rows cu_seqlens_q[b] .. cu_seqlens_q[b+1]-1 (same for k); batch strides unused;
-//           lse [Hq, total_q] (lse_batch_stride unused, lse_head_stride = total_q)
+//           lse [Hq, total_q] (lse_batch_stride unused, lse_head_stride = total_q);
+//           total_q / total_k give the packed tensors' row counts (their first dimension)
 //   paged   (page_table != NULL) k/v [num_pages, page_size, Hkv, D]; logical key j of sequence b
 //           lives in page page_table[b * page_table_stride + j / page_size], slot j % page_size;
 //           k_batch_stride is the page stride.
@@ -41,7 +42,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 
-#define KSEEK_ABI_VERSION 1
+#define KSEEK_ABI_VERSION 2  // 2: total_q, total_k appended
 
 enum kseek_dtype { KSEEK_BF16 = 0, KSEEK_FP16 = 1, KSEEK_FP8_E4M3 = 2 };
 
@@ -103,6 +104,12 @@ typedef struct kseek_params {
   int32_t _pad;
   void* workspace;
   size_t workspace_bytes;
+
+  // varlen: rows of the packed q/o and k/v allocations (q.shape[0], k.shape[0]); 0 = not given
+  // (dense and paged calls). A kernel can bound its TMA tensor maps with them instead of reading
+  // cu_seqlens[B] back to the host, which would block the call until the stream drains.
+  int64_t total_q;
+  int64_t total_k;
 } kseek_params;
 
 #ifdef __cplusplus

@@ -16,7 +16,7 @@ from ctypes import c_float, c_int32, c_int64, c_size_t, c_void_p
 from pathlib import Path
 from typing import Any
 
-ABI_VERSION = 1
+ABI_VERSION = 2
 BF16, FP16, FP8_E4M3 = 0, 1, 2                     # enum kseek_dtype
 STATUS = {0: "ok", 1: "unsupported", 2: "invalid", 3: "cuda error", 4: "workspace too small", 5: "abi mismatch"}
 
@@ -41,6 +41,7 @@ class KseekParams(ctypes.Structure):
         ("q_descale", c_void_p), ("k_descale", c_void_p), ("v_descale", c_void_p),
         ("descale_batch_stride", c_int64),
         ("num_splits", c_int32), ("_pad", c_int32), ("workspace", c_void_p), ("workspace_bytes", c_size_t),
+        ("total_q", c_int64), ("total_k", c_int64),
     ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -163,6 +164,8 @@ def make_params(s, inp, o, lse, workspace=None) -> KseekParams:
             p.lse_batch_stride, p.lse_head_stride = lse.stride(0), lse.stride(1)  # [B, Hq, Sq]
 
     p.cu_seqlens_q, p.cu_seqlens_k = _ptr(inp.cu_seqlens_q), _ptr(inp.cu_seqlens_k)
+    p.total_q = q.shape[0] if varlen_q else 0          # packed rows (ABI 2): no host read of cu_seqlens
+    p.total_k = k.shape[0] if varlen_k else 0
     p.seqused_k, p.leftpad_k = _ptr(inp.seqused_k), _ptr(inp.leftpad_k)
 
     p.causal = int(s.causal)

@@ -165,6 +165,7 @@ def test_dense_launch_end_to_end(probe):
     _check_dump(probe, p)
     assert (p.causal, p.window_left, p.window_right) == (1, 7, 0)
     assert p.v_row_stride == v.stride(1) == 8 and p.v_head_stride == 40
+    assert (p.total_q, p.total_k) == (0, 0)     # dense: not given
     assert torch.equal(o[..., 0], q[..., 0])
     b, h, i = torch.meshgrid(torch.arange(2), torch.arange(4), torch.arange(3), indexing="ij")
     assert torch.equal(lse, (1000 * b + 100 * h + i).float())
@@ -183,6 +184,7 @@ def test_varlen_launch_end_to_end(probe):
     p = abi.make_params(s, inp, o, lse)
     _check_dump(probe, p)
     assert (p.batch, p.seqlen_q, p.seqlen_k, p.q_batch_stride, p.lse_head_stride) == (3, 3, 6, 0, 5)
+    assert (p.total_q, p.total_k) == (5, 11)    # the packed rows, so no kernel reads cu_seqlens[B] back
     assert torch.equal(o[..., 0], q[..., 0])
     want = torch.tensor([[0, 1, 2000, 2001, 2002], [100, 101, 2100, 2101, 2102]], dtype=torch.float32)
     assert torch.equal(lse, want)
