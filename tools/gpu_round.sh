@@ -12,7 +12,7 @@
 #   bash tools/gpu_round.sh gputests   the GPU tests (API, eval smoke, ceilings, adversarial)
 #   KB=other.cu SCEN=rows bash tools/gpu_round.sh abfile
 #                                      A/B of the kernel against another kernel file on one machine:
-#                                      both built in parallel first, then A B B A on the rows
+#                                      abn with the two files (built in parallel, then A B B A)
 #   KFILES="a.cu b.cu c.cu" SCEN=rows bash tools/gpu_round.sh abn
 #                                      A/B/C... of several kernel files on one machine: all built in
 #                                      parallel, then run in order and in reverse (A B C C B A)
@@ -70,20 +70,15 @@ for what in "$@"; do
     fp8)
       KERNEL=$K bash tools/h200.sh bench8 > "$OUT/bench_fp8.txt" 2>&1
       grep -h "correct\|run directory" "$OUT/bench_fp8.txt" ;;
-    abfile)
-      (python3 -m kernelseek build "$K" > "$OUT/build_A.txt" 2>&1 & python3 -m kernelseek build "${KB:?KB=file}" \
-         > "$OUT/build_B.txt" 2>&1 & wait)
-      for f in "$K" "$KB" "$KB" "$K"; do
-        SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abfile.txt" 2>&1
-      done
-      grep -h "correct\|run directory" "$OUT/abfile.txt" ;;
+    abfile)  # two files: abn's order A B B A
+      KFILES="$K ${KB:?KB=file}" bash "$0" abn ;;
     abn)
       for f in ${KFILES:?KFILES=files}; do python3 -m kernelseek build "$f" > "$OUT/build_$(basename "$f" .cu).txt" 2>&1 & done; wait
       grep -l "SERIAL\|WARNING" "$OUT"/build_*.txt
       for f in $KFILES $(echo $KFILES | tr ' ' '\n' | tac); do
         SCEN=${SCEN:?SCEN=rows} KERNEL=$f bash tools/h200.sh benchsel >> "$OUT/abn.txt" 2>&1
       done
-      grep -h "run directory" "$OUT/abn.txt" ;;
+      grep -h "correct\|run directory" "$OUT/abn.txt" ;;
     pair)
       for i in 1 2; do KERNEL=$K bash tools/h200.sh bench > "$OUT/pair$i.txt" 2>&1; done
       grep -h "correct\|run directory" "$OUT"/pair?.txt ;;
