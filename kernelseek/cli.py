@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import os
+import select
 import sys
 
 # verb -> (module, one-line help)
@@ -64,10 +65,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         return int(args.func(args) or 0)
     except BrokenPipeError:
+        if not _stdout_reader_gone():
+            raise  # another pipe (a worker's, say) broke: that is an error, not a closed `| head`
         # The reader went away (`kernelseek goal ... | head`): stop quietly, as Unix tools do.
         # stdout now points at /dev/null so the interpreter's final flush cannot raise again.
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return EXIT_PIPE
+
+
+def _stdout_reader_gone() -> bool:
+    """True when stdout is a pipe whose reading end is closed (poll reports an error on it)."""
+    try:
+        p = select.poll()
+        p.register(sys.stdout.fileno(), select.POLLOUT)
+        return any(ev & (select.POLLERR | select.POLLHUP) for _, ev in p.poll(0))
+    except (OSError, ValueError, AttributeError):  # no real fd (captured), no poll on this OS
+        return False
 
 
 if __name__ == "__main__":

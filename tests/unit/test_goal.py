@@ -177,3 +177,15 @@ def test_cli_stops_quietly_when_its_reader_closes_the_pipe():
     err = p.stderr.read().decode()
     assert p.wait(timeout=60) == 141, err
     assert "Traceback" not in err and "BrokenPipe" not in err, err
+
+
+def test_a_broken_pipe_that_is_not_stdout_is_not_swallowed(monkeypatch):
+    """Only a closed stdout ends quietly: a BrokenPipeError from elsewhere (a worker's pipe) propagates."""
+    import kernelseek.goal as goal_mod
+    from kernelseek.cli import main
+
+    def broken(args):
+        raise BrokenPipeError("a worker's pipe")
+    monkeypatch.setattr(goal_mod, "_cmd_goal", broken)
+    with pytest.raises(BrokenPipeError, match="worker"):
+        main(["goal", str(RUNS / "met")])
