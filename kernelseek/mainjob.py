@@ -134,6 +134,17 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
             print(f"figure: {out_dir / 'repeat.png'}")
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")
+    from . import triage
+    hist = triage.history(runs, kernel=meta.get("kernel"))
+    if len(hist) >= 2:
+        print(f"\nversions of {meta.get('kernel')} (median over each version's runs; groups: geomean)")
+        print(triage.format_history(hist))
+        try:
+            from . import plots
+            plots.history_plot(hist).savefig(out_dir / "history.png", dpi=110, bbox_inches="tight")
+            print(f"figure: {out_dir / 'history.png'}")
+        except (ImportError, AttributeError) as e:
+            print(f"(plots unavailable: {e})")
     return 0
 
 

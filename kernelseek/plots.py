@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pandas as pd
@@ -139,6 +140,42 @@ def timeline_plot(evals: Any, title: str | None = None) -> Figure:
     ax.set_ylabel("speedup vs baseline (log)")
     ax.set_title(title or "campaign timeline")
     ax.legend(fontsize=8)
+    return fig
+
+
+def history_plot(hist: pd.DataFrame, title: str | None = None) -> Figure:
+    """A kernel's versions (triage.history): the geomean speedup of each configuration group and of
+    the whole grid, per version, against parity."""
+    fig = Figure(figsize=(9.0, 4.6), layout="constrained")
+    ax = fig.add_subplot()
+    x = list(range(len(hist)))
+    groups = [c for c in hist.columns if c not in ("version", "runs", "geomean", "kernel_geomean", "worst")]
+    for g in groups:
+        ax.plot(x, hist[g].astype(float).tolist(), marker=".", lw=1.2, label=g)
+    ax.plot(x, hist["geomean"].astype(float).tolist(), marker="o", lw=2.6, color="black", label="all rows (geomean)")
+    ax.plot(x, hist["worst"].astype(float).tolist(), ls=":", marker="v", color=BELOW, label="worst row")
+    ax.axhline(1.0, color="black", lw=1, ls="--")
+    ax.set_yscale("log")
+    # early versions far below parity would squash the rest: clip at `floor` and print their values
+    cols = [*groups, "geomean", "worst"]
+    vals = [(i, float(v)) for c in cols for i, v in enumerate(hist[c]) if v is not None and not pd.isna(v)]
+    hi = max([v for _, v in vals] + [1.0]) * 1.08
+    floor = 0.5
+    if any(v < floor for _, v in vals):
+        ax.set_ylim(floor, hi)
+        for i in sorted({i for i, v in vals if v < floor}):
+            low = sorted(v for j, v in vals if j == i and v < floor)
+            ax.annotate("\n".join(f"\u2193{v:.2f}" for v in low), (i, floor), xytext=(0, 3),
+                        textcoords="offset points", fontsize=6, ha="center", va="bottom")
+    lo = ax.get_ylim()[0]
+    ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 3.0) if lo <= t <= hi]
+    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_xticks(x, [f"{v}\n({n})" for v, n in zip(hist["version"], hist["runs"])], fontsize=8)
+    ax.set_xlabel("version (runs)")
+    ax.set_ylabel("speedup vs best baseline (log; median over runs)")
+    ax.set_title(title or f"{Path(str(hist.attrs.get('kernel') or 'kernel')).name}: speedup per version", fontsize=10)
+    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
     return fig
 
 

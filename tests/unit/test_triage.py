@@ -268,3 +268,49 @@ def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
     assert len(ax.get_legend().get_texts()) == 3
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_history_of_the_committed_fa3_versions(tmp_path):
+    """The version history of kernels/fa3_hopper.cu from the committed H200 runs: versions in the order
+    they ran, variants (kernel switches set in KSEEK_*) left out, medians over each version's runs."""
+    import shutil
+    from kernelseek.mainjob import committed_runs
+    runs = committed_runs(grid="bench26")
+    df = triage.history(runs, kernel="kernels/fa3_hopper.cu")
+    vs = list(df["version"])
+    assert vs[0] == "v2" and vs[-2:] == ["v10", "v12"] and len(set(vs)) == len(vs)
+    assert df.attrs["variants_left_out"] == 2       # v3var2 (KSEEK_FA3_VARIANT), v4section (KSEEK_FA3_ORDER)
+    v12 = [p for p in runs if p.name.endswith("fa3_hopper-v12")]
+    gms = sorted(results.summarize(results.load(p)[0])["geomean_speedup"] for p in v12)
+    row = df.set_index("version").loc["v12"]
+    assert row["runs"] == len(v12) == 4
+    assert row["geomean"] == pytest.approx((gms[1] + gms[2]) / 2)
+    assert row["geomean"] > df.set_index("version").loc["v10", "geomean"]
+    # one run: each group's value is the geomean of its rows (hd64 prefill = rows 1-3)
+    one = triage.history([v12[0]])
+    rows = results.load(v12[0])[0]
+    want = results.geomean([r.speedup for r in rows if r.scenario[:3] in ("r01", "r02", "r03")])
+    assert one.loc[0, "prefill d64"] == pytest.approx(want)
+    assert one.loc[0, "worst"] == pytest.approx(min(r.speedup for r in rows))
+    # a run directory without the <kernel>-<tag> name is labeled by its source hash
+    shutil.copytree(v12[0], tmp_path / "run1")
+    meta = results.load(tmp_path / "run1")[1]
+    assert triage.history([tmp_path / "run1"]).loc[0, "version"] == meta["kernel_sha256"][:8]
+    text = triage.format_history(df)
+    assert text.splitlines()[0].split()[:5] == ["version", "runs", "geomean", "kernel", "worst"]
+    assert "(2 variant run(s)" in text
+
+
+def test_history_plot_clips_and_labels_early_versions(tmp_path):
+    from kernelseek.mainjob import committed_runs
+    from kernelseek.plots import history_plot
+    df = triage.history(committed_runs(grid="bench26"), kernel="kernels/fa3_hopper.cu")
+    fig = history_plot(df)
+    ax = fig.axes[0]
+    groups = [c for c in df.columns if c.startswith(("prefill", "decode"))]
+    assert len(ax.get_lines()) == len(groups) + 3          # groups, all rows, worst row, parity line
+    assert ax.get_ylim()[0] == pytest.approx(0.5)          # v2's decode rows (0.13x) would squash the rest
+    clipped = [t.get_text() for t in ax.texts]
+    assert len(clipped) == 2 and all("\u2193" in t for t in clipped)
+    fig.savefig(tmp_path / "h.png")
+    assert (tmp_path / "h.png").stat().st_size > 10_000
