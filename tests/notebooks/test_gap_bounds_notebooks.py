@@ -144,3 +144,16 @@ def test_report_on_a_campaign_and_the_cli(tmp_path, capsys):
     report.register(parser.add_subparsers())
     args = parser.parse_args(["report", str(tmp_path / "missing")])
     assert args.func(args) == 2 and "no results.json" in capsys.readouterr().out
+
+
+def test_gap_triage_history_of_the_committed_kernel_versions(tmp_path):
+    """With `history`, the notebook tabulates and draws every version of the run's kernel from the
+    committed H200 runs, the same table as triage.history."""
+    from kernelseek.mainjob import committed_runs
+    run = ROOT / "data" / "runs" / "h200-bench26-20261130-114832-fa3_hopper-v12"
+    rec, nb = run_nb("gap_triage", tmp_path, run=str(run), history="../data/runs")
+    want = triage.history(committed_runs(ROOT / "data" / "runs", grid="bench26"), kernel="kernels/fa3_hopper.cu")
+    assert [h["version"] for h in rec["history"]] == list(want["version"])
+    assert rec["history"][-1]["version"] == "v12"
+    assert rec["history"][-1]["geomean"] == pytest.approx(float(want["geomean"].iloc[-1]))
+    assert pngs(nb) == 2                                    # the speedup bars and the history plot
