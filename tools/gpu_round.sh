@@ -17,6 +17,9 @@
 #                                      A/B/C... of several kernel files on one machine: all built in
 #                                      parallel, then run in order and in reverse (A B C C B A)
 #   bash tools/gpu_round.sh pair       bench26 twice in a row (no checks; FA4 staged first)
+#   ENVAB=KSEEK_FA3_BN=128 SCEN=rows bash tools/gpu_round.sh envab
+#                                      one kernel switch on one machine, order off on on off (the
+#                                      run's meta.kseek_env tells them apart)
 #   WIP=kernels/wip/<dir> SCEN=rows bash tools/gpu_round.sh wip
 #                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu,
 #                                      the patch applied in place, probes (default, dynamic, static)
@@ -60,6 +63,15 @@ for what in "$@"; do
       KSEEK_FA3_BN=64 SCEN=13-15,17,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_bn64.txt" 2>&1
       KSEEK_FA3_ORDER=flat SCEN=1-19,25,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_flat.txt" 2>&1
       grep -h "correct\|run directory" "$OUT"/ab_*.txt ;;
+    envab)  # one kernel switch A/B on one machine: without, with, with, without
+      for on in 0 1 1 0; do
+        if [ $on = 1 ]; then
+          env ${ENVAB:?ENVAB=NAME=value} SCEN=${SCEN:?SCEN=rows} KERNEL=$K bash tools/h200.sh benchsel >> "$OUT/envab.txt" 2>&1
+        else
+          SCEN=$SCEN KERNEL=$K bash tools/h200.sh benchsel >> "$OUT/envab.txt" 2>&1
+        fi
+      done
+      grep -h "correct\|run directory" "$OUT/envab.txt" ;;
     profile)  # Nsight Compute on rows 4 and 3 (the prefill kernel's 3rd call of each)
       for shape in "32 512 16 128 1" "1 16384 32 64 1"; do
         tag=$(echo $shape | tr ' ' _)
