@@ -6,7 +6,9 @@
 
 The agent marks a line consumed by appending {"type": "inbox_consumed", "line": n} to the
 campaign's trace.jsonl (n counts lines of inbox.jsonl from 0). `pending` is every line without such
-an event. `kernelseek ask RUN "question"` calls `ask`.
+an event. `kernelseek ask RUN "question"` calls `ask`, which refuses (NoQuestioner, exit 2) a
+question the campaign's arm would never deliver: a person's question into a bare, bank or
+equipped campaign.
 """
 from __future__ import annotations
 
@@ -32,6 +34,9 @@ def ask(campaign_dir, text: str, source: str = "cli", bank_id: str | None = None
     d = Path(campaign_dir)
     if not d.is_dir():
         raise FileNotFoundError(f"no campaign directory {d}")
+    why = refusal(d, source)
+    if why:
+        raise NoQuestioner(f"{d}: {why}")
     rec = {"time": _utc_now(), "source": source, "text": text}
     if bank_id is not None:
         rec["bank_id"] = bank_id
@@ -46,6 +51,22 @@ def ask(campaign_dir, text: str, source: str = "cli", bank_id: str | None = None
     finally:
         os.close(fd)
     return dict(rec, line=line)
+
+
+class NoQuestioner(ValueError):
+    """The campaign's agent would never hear a question from this source."""
+
+
+def refusal(campaign_dir, source: str) -> str | None:
+    """Why a question from `source` would be dropped in this campaign (its config.json's arm), or
+    None; a folder without a readable config.json is not refused (it may be a run or a Claude Code
+    campaign)."""
+    try:
+        arm = json.loads((Path(campaign_dir) / "config.json").read_text()).get("arm")
+    except (OSError, ValueError, AttributeError):
+        return None
+    from .agent.arms import inbox_refusal
+    return inbox_refusal(str(arm), source)
 
 
 def _count_lines(path: Path) -> int:

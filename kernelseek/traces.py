@@ -3,15 +3,22 @@
 Every event carries `id` ("ev-<seq>"), `seq`, `type`, `t` (epoch seconds) and `utc`. Types:
     start           config, git_rev, gpu, sandbox (the protection in force), api, arm, model
     resume          a later session continuing the campaign (same fields as start, minus config)
-    message         role user|assistant; author harness|human|bank|equipped|agent; content (API blocks)
-    tool_result     tool_use_id, name, output (text, capped), is_error, seconds
+    message         role user|assistant; author harness|human|bank|equipped|agent; content (API blocks);
+                    an assistant reply never sent back has `dropped` (empty | refusal); one that
+                    continues a pause_turn has `continues`
+    tool_result     tool_use_id, name, output (what the model saw, bounded), is_error, seconds;
+                    chars and full_output (workspace file with the whole text) when it was cut
     evaluation      n, dir, kernel_sha256, summary, geomean, filtered, check_only
     question        moment, bank_id, group, text, source (fired by a questioner or asked by a person)
     inbox_consumed  line (of inbox.jsonl) delivered to the agent
     goal_check      met, shortfall, eval
-    usage           step, input/output/cache tokens, cost_usd, total_cost_usd, total_tokens
+    usage           step, input/output/cache tokens, cost_usd, total_cost_usd, stop_reason,
+                    request_bytes, retries (how many before this reply)
+    retry           step, attempt, of, status, reason, wait_s (one per API retry)
+    context         action elide|summarize, upto_seq, summary, tokens_before/after, reason
+    lock_takeover   previous holder (pid, host, started), whether it was alive, strays killed
     stop            reason, met
-    error           where, message
+    error           where (api | tool | loop), kind, message
 Tool calls are the `tool_use` blocks of assistant messages. Imported traces (Claude Code) use the
 same schema with `source_format` on their start event. No secret reaches a trace: every string is
 passed through a Redactor (environment values of credential-like variables, API-key patterns).
@@ -127,6 +134,14 @@ def write_all(path, events: Iterable[dict]) -> Path:
         for ev in events:
             f.write(json.dumps(red(ev), default=str) + "\n")
     return p
+
+
+def passed_full(ev: dict) -> bool:
+    """An evaluation event of a full, timed run whose every row passed: the only versions whose
+    geomean counts as progress (a version failing the check has no speed worth reporting)."""
+    s = ev.get("summary") or {}
+    return (ev.get("type") == "evaluation" and isinstance(ev.get("geomean"), (int, float))
+            and not ev.get("filtered") and not ev.get("check_only") and bool(s.get("all_correct")))
 
 
 def text_of(content) -> str:

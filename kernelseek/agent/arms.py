@@ -161,5 +161,19 @@ class Equipped(Arm):
         return [Injection(text, "equipped", dict(info, after_evals=len(full)))]
 
 
+ARM_CLASSES = {"bare": Bare, "bank": Bank, "human": Human, "equipped": Equipped}
+
+
 def make_arm(cfg, paths) -> Arm:
-    return {"bare": Bare, "bank": Bank, "human": Human, "equipped": Equipped}[cfg.arm](cfg, paths)
+    return ARM_CLASSES[cfg.arm](cfg, paths)
+
+
+def inbox_refusal(arm: str, source: str) -> str | None:
+    """Why a question from `source` would never reach the agent of a campaign of this arm, or None."""
+    cls = ARM_CLASSES.get(arm)
+    if cls is None or cls.inbox_sources is None or source in cls.inbox_sources:
+        return None
+    heard = ("only the bank's own questions" if cls.inbox_sources == frozenset({"bank"})
+             else "no questions at all")
+    return (f"this campaign runs the {arm} arm, whose agent hears {heard}: a question from {source!r} "
+            "would never be delivered. Ask in a campaign of the human arm (`campaign run --arm human`)")

@@ -9,6 +9,7 @@
       versions/<sha256>.cu   every kernel version evaluated
       evals/<n>/       run directories of its evaluations, in order
       notebooks/       executed notebooks
+      lock             who runs the campaign now (agent/lock.py); empty when no loop runs
 """
 from __future__ import annotations
 
@@ -44,11 +45,16 @@ class Config:
     eval_timeout_s: float = 300.0
     eval_budget_s: float = 0.4
     shell_timeout_s: float = 600.0
-    output_cap: int = 30000              # characters of one tool result
+    output_cap: int = 8000               # characters of one tool result the model sees (the full
+    #                                      text is saved in the workspace: agent/context.py)
+    context_tokens: int = 200_000        # the model's context window (tokens)
+    context_trigger: float = 0.70        # compact the conversation above this share of the window
+    context_target: float = 0.40         # ... down to this share
+    keep_turns: int = 8                  # assistant turns always kept verbatim
     sandbox: str = "auto"                # auto | bwrap | none
     base_url: str | None = None          # the Messages API (None: the anthropic client's default)
     prices: str | None = None            # price table (None: data/prices.yaml)
-    api_max_retries: int = 4
+    api_max_retries: int = 4             # retries of one API call, each recorded (agent/api.py)
     plateau_evals: int = 5               # bank arm: evaluations without a gain before `plateau`
     plateau_minutes: float | None = None
     docs: str | None = None              # equipped arm: documentation folder for BM25 retrieval
@@ -110,6 +116,7 @@ class Paths:
     versions = property(lambda s: s.root / "versions")
     evals = property(lambda s: s.root / "evals")
     notebooks = property(lambda s: s.root / "notebooks")
+    lock = property(lambda s: s.root / "lock")    # held by the running loop (agent/lock.py)
 
     def eval_dirs(self) -> list[Path]:
         ev = self.evals

@@ -59,3 +59,23 @@ def no_results_message() -> str:
 
 def continue_message() -> str:
     return "Your reply was cut at the output limit. Continue."
+
+
+def go_on_message() -> str:
+    return "Continue with the task."
+
+
+def empty_reply_message() -> str:
+    return ("Your last reply was empty (no text and no tool call). Go on with the task: call a tool, or "
+            "say in words what you found and what you will do next.")
+
+
+def refusal_message() -> str:
+    return ("Your last reply stopped with stop_reason refusal and was left out of the conversation. The "
+            "task is to make a CUDA attention kernel faster in your workspace; go on with it.")
+
+
+def truncated_call_message(max_tokens: int) -> str:
+    return (f"not run: your reply reached the output limit ({max_tokens} tokens) inside this tool call, "
+            "so its input may be incomplete. Send it again, shorter (for a long file: write it in parts, "
+            "or use edit).")

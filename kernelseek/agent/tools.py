@@ -17,7 +17,8 @@ from pathlib import Path
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
 from .config import Config, Paths
-from .sandbox import Sandbox, SandboxError, cap, scrubbed_environ
+from .context import bound_output
+from .sandbox import Sandbox, SandboxError, scrubbed_environ
 
 TOOLS = [
     {"name": "shell", "description": "Run a bash command in the workspace (the current directory). "
@@ -48,6 +49,49 @@ TOOLS = [
          "scenarios": {"type": "string", "description": "filter: names, substrings, rows (3,20-24)"},
          "check_only": {"type": "boolean", "description": "check correctness only, no timing"}}}},
 ]
+
+
+SCHEMAS = {t["name"]: t["input_schema"] for t in TOOLS}
+_NUM = {"integer": int, "number": float}
+
+
+def check_args(name: str, args) -> tuple[dict, str | None]:
+    """The tool's arguments checked against its input_schema: (arguments, None) or ({}, what is
+    wrong, naming the field). A number given as a numeric string ("10") is taken as the number."""
+    if not isinstance(args, dict):
+        return {}, f"the input must be an object, got {type(args).__name__}"
+    schema = SCHEMAS[name]
+    props = schema.get("properties", {})
+    missing = [k for k in schema.get("required", []) if k not in args]
+    if missing:
+        return {}, f"missing required field(s) {', '.join(missing)}"
+    unknown = sorted(set(args) - set(props))
+    if unknown:
+        return {}, f"unknown field(s) {', '.join(unknown)} (known: {', '.join(props)})"
+    out = {}
+    for k, v in args.items():
+        want = props[k].get("type")
+        if v is None and k not in schema.get("required", []):
+            continue
+        if want in _NUM:
+            if isinstance(v, str):
+                try:
+                    v = _NUM[want](v.strip())
+                except ValueError:
+                    return {}, f"field '{k}' must be {_article(want)}, got {v!r}"
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or (want == "integer" and v != int(v)):
+                return {}, f"field '{k}' must be {_article(want)}, got {v!r}"
+            v = _NUM[want](v)
+        elif want == "string" and not isinstance(v, str):
+            return {}, f"field '{k}' must be a string, got {type(v).__name__}"
+        elif want == "boolean" and not isinstance(v, bool):
+            return {}, f"field '{k}' must be true or false, got {v!r}"
+        out[k] = v
+    return out, None
+
+
+def _article(t: str) -> str:
+    return "an integer" if t == "integer" else "a number"
 
 
 @dataclass
@@ -83,23 +127,39 @@ class Toolbox:
     def kernel(self) -> Path:
         return self.paths.workspace / self.cfg.kernel_name
 
-    def call(self, name: str, args: dict) -> tuple[str, bool]:
+    def call(self, name: str, args, call_id: str = "call", time_left: float | None = None) -> tuple[str, bool, str | None]:
+        """(text the model sees, is_error, workspace file with the full text when it was cut).
+        `time_left`: seconds of wall-time budget left; no tool is given longer."""
         fn = getattr(self, f"_{name}", None)
-        if name not in {t["name"] for t in TOOLS} or fn is None:
-            return f"unknown tool {name!r}; tools: {', '.join(t['name'] for t in TOOLS)}", True
+        if name not in SCHEMAS or fn is None:
+            return f"unknown tool {name!r}; tools: {', '.join(t['name'] for t in TOOLS)}", True, None
+        args, bad = check_args(name, args)
+        if bad:
+            return f"bad arguments for {name}: {bad}", True, None
+        self.time_left = time_left
         try:
-            text, err = fn(**(args or {}))
+            text, err = fn(**args)
         except SandboxError as e:
-            return f"refused: {e}", True
-        except TypeError as e:
-            return f"bad arguments for {name}: {e}", True
+            return f"refused: {e}", True, None
         except (OSError, UnicodeDecodeError) as e:
-            return f"{name} failed: {e}", True
-        return cap(text, self.cfg.output_cap)[0], err
+            return f"{name} failed: {e}", True, None
+        except Exception as e:  # a tool's own bug must not end the campaign: the agent and the trace see it
+            return f"{name} failed with an internal error: {type(e).__name__}: {e}", True, None
+        source = args.get("path") if name == "read" else None
+        shown, full = bound_output(text, self.cfg.output_cap, self.paths.workspace,
+                                   f"{name}-{str(call_id)[-12:]}", source)
+        return shown, err, full
+
+    def _limit(self, limit: float | None) -> float | None:
+        """A tool's time limit, never past the wall-time budget left."""
+        left = getattr(self, "time_left", None)
+        if left is None:
+            return limit
+        return max(1.0, left) if limit is None else max(1.0, min(limit, left))
 
     # ---- tools ---------------------------------------------------------------------------------
     def _shell(self, command: str, timeout_s: float | None = None):
-        r = self.sb.run(command, timeout_s)
+        r = self.sb.run(command, self._limit(timeout_s if timeout_s is not None else self.cfg.shell_timeout_s))
         return r.text(), bool(r.timed_out or r.returncode)
 
     def _read(self, path: str, offset: int = 1, limit: int | None = None):
@@ -156,7 +216,7 @@ class Toolbox:
             with scrubbed_environ():
                 run, rows, meta = self.evaluator(
                     str(self.kernel), self.cfg.grid, self.cfg.baseline, filt, check_only, self.cfg.seed,
-                    self.cfg.eval_timeout_s, self.cfg.eval_budget_s, runs_dir=str(evals), progress=False,
+                    self._limit(self.cfg.eval_timeout_s), self.cfg.eval_budget_s, runs_dir=str(evals), progress=False,
                     command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
                             f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
         except (GridError, FileNotFoundError, ValueError) as e:

@@ -8,7 +8,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "fakeapi"))
 from fakeapi import FakeAPI, last_user_text, load_script, text, tool, turn  # noqa: E402
-from harness import KEY, KERNEL, events, make, trace_text  # noqa: E402
+from harness import KEY, KERNEL, dollars, events, make, trace_text  # noqa: E402
 
 from kernelseek import inbox  # noqa: E402
 from kernelseek.agent import CampaignCrash, Loop, MissingKey, Replay  # noqa: E402
@@ -35,7 +35,8 @@ def test_tool_use_premature_end_of_turn_and_goal(tmp_path):
     # the shortfall went back to the model as the next user message
     assert "The goal is not met" in last_user_text(api.requests[3]) and "0.416x" in last_user_text(api.requests[3])
     # the system prompt states the goal and the harness command, nothing about the operator
-    system = api.requests[0]["system"]
+    system = api.requests[0]["system"][0]["text"]
+    assert api.requests[0]["system"][0]["cache_control"] == {"type": "ephemeral"}
     assert "kernelseek eval kernel.cu --grid fixture --baseline fa3" in system and "geometric-mean" in system
     for word in ("question", "human", "person", "operator", "arm", "bank", "inbox"):
         assert word not in system.lower()
@@ -50,7 +51,7 @@ def test_tool_use_premature_end_of_turn_and_goal(tmp_path):
     assert [round(e["geomean"], 3) for e in evs] == [0.416, 0.871, 1.155]
     assert evs[0]["kernel_sha256"] != evs[1]["kernel_sha256"]
     usage = events(root, "usage")
-    assert usage[-1]["total_cost_usd"] == pytest.approx(7 * 0.20)
+    assert usage[-1]["total_cost_usd"] == pytest.approx(dollars(api)) and len(api.stats) == 7
     assert KEY not in trace_text(root)
 
 
@@ -91,7 +92,7 @@ def test_inbox_question_seen_at_next_turn(tmp_path):
     assert q not in last_user_text(api.requests[0])
     assert q in last_user_text(api.requests[1])
     body = api.requests[1]["messages"][-1]["content"]
-    assert body[0]["type"] == "tool_result" and body[-1] == {"type": "text", "text": q}
+    assert body[0]["type"] == "tool_result" and body[-1]["type"] == "text" and body[-1]["text"] == q
     qe = events(root, "question")
     assert qe[0]["text"] == q and qe[0]["source"] == "cli"
     assert inbox.pending(root) == []
@@ -100,7 +101,10 @@ def test_inbox_question_seen_at_next_turn(tmp_path):
 def test_bare_arm_leaves_the_inbox_alone(tmp_path):
     with FakeAPI([turn(text("Nothing to do."), stop="end_turn")], key=KEY, by_turn=True) as api:
         root = make(tmp_path, api.base_url, arm="bare", budget={"steps": 1})
-        inbox.ask(root, "Is this a real limit?")
+        with pytest.raises(inbox.NoQuestioner, match="bare arm"):       # `ask` refuses it up front
+            inbox.ask(root, "Is this a real limit?")
+        with open(root / "inbox.jsonl", "a") as f:                     # a line written behind its back
+            f.write('{"time": "2026-01-01T00:00:00Z", "source": "cli", "text": "Is this a real limit?"}\n')
         Loop(root, log=quiet).run()
     assert "Is this a real limit?" not in last_user_text(api.requests[0])
     assert len(inbox.pending(root)) == 1
@@ -150,7 +154,7 @@ def test_api_failure_then_resume(tmp_path):
 
 
 def test_dollar_budget_stops_the_run(tmp_path):
-    script = [turn(tool("shell", command="echo step"))] * 10
+    script = [turn(tool("shell", command="echo step"), usage={"input_tokens": 1000, "output_tokens": 200})] * 10
     with FakeAPI(script, key=KEY, by_turn=True) as api:
         root = make(tmp_path, api.base_url, budget={"dollars": 0.5, "steps": 100})
         out = Loop(root, log=quiet).run()
