@@ -3,14 +3,16 @@
     start               the campaign has at most one evaluation and no agent message yet
     plateau             no geomean gain above the noise over the last N evaluations or T minutes
     limit_claim         the agent's latest message claims a limit, a ceiling, or completion
-    suspicious_gain     a row jumped by >= `jump` times, or a row beats its roofline bound
-                        (benchmark validity first)
+    suspicious_gain     a row jumped by >= `jump` times, or a row newly beats its roofline bound
+                        or is newly flagged by the harness (benchmark validity first)
     correctness_excuse  a failed check followed by talk of tolerance, precision, flakiness, noise
 
 Plain functions over plain dataclasses. Text classifiers use patterns; pass `classify(text,
 moment) -> bool | None` to let a model decide (None or an exception falls back to the patterns).
 `detect(history)` runs all five; `bank.select(moment.kind, ..., prefer_groups=moment.prefer_groups)`
-turns a moment into a question.
+turns a moment into a question. Moments are events, each asked once by a questioner (arms.Bank
+keys them): a plateau by the record evaluation it started from (evidence `since`), a suspicious
+gain by the evaluation whose rows were newly flagged, a claim or an excuse by its message.
 """
 from __future__ import annotations
 
@@ -102,7 +104,8 @@ class Moment:
 
 # ---- text ----------------------------------------------------------------------------------
 _NEG = re.compile(r"\b(not|never|far from|below|short of|yet to|if|whether|unless|rather than|"
-                  r"instead of|rule out|ruled out|claim(ed)? that|thought|assumed|believed)\b|n't\b", re.I)
+                  r"instead of|rule out|ruled out|claim(ed)? that|thought|assumed|believed|once|until|"
+                  r"before|as soon as)\b|n't\b", re.I)
 _LIMIT = [re.compile(p, re.I) for p in (
     r"\b(hardware|physical|fundamental|theoretical|architectural|genuine|hard|real)\s+"
     r"(ceiling|limit|limitation|bound|floor|wall)s?\b",
@@ -124,6 +127,36 @@ _LIMIT = [re.compile(p, re.I) for p in (
     r"\b(i'm|we're|i am|we are)\s+(all\s+)?(done|finished)\s*([.!]|$|,?\s*(here|now)\b)",
     r"\b(this|that)\s+(completes|concludes|wraps up)\b",
     r"\b(this|that|it) is (the|our|my) final (version|result|kernel)\b",
+    # common phrasings (tests/fixtures/messages/limit_claims.yaml: phrasings / not_phrasings)
+    r"\bas\s+(fast|good|quick|far)\s+as\s+(the\s+)?(hardware|gpu|architecture|physics|chip|memory system|"
+    r"bandwidth|h100|h200)\s+(allows|permits|will allow|lets us|can go)\b",
+    r"\bas\s+(fast|good|far)\s+as\s+(it|this|things)\s+(gets|goes)\b",
+    r"\bno\s+(further|more|additional)\s+(speed-?ups?|gains?|improvements?|optimi[sz]ations?|performance)\s+"
+    r"(is|are|seems?|appears?)\s+(possible|achievable|feasible|available|left)\b",
+    r"\b(no|little|not much|nothing much)\s+(more\s+|further\s+)?(performance\s+|speed\s+)?(left\s+)?to\s+"
+    r"(gain|squeeze|optimi[sz]e|win|get)\b",
+    r"\b(reached|hit|hitting|reaching|at|near)\s+(the|a|its|our)\s+(practical\s+|hardware\s+|physical\s+)?"
+    r"(limit|limits|roofline|peak|speed of light)\b",
+    r"\b(effectively|essentially|basically|practically)\s+(the|at the|at)\s+(ceiling|limit|peak|roofline)\b",
+    r"\b(don't|do not|doubt)\s+(think|believe|expect)\s+(that\s+)?(we|it|this|the kernel|anything)\s+(can|could|will)\s+"
+    r"(beat|match|exceed|outperform|go faster|get faster|improve|do better)\b",
+    r"\b(can ?not|can't|couldn't|won't|will not|unable to)\s+(beat|outperform|do better|go further|improve on)\b",
+    r"\b(would|will|could|can)\s+(only\s+)?(yield|give|bring|buy|produce)\s+(only\s+)?(marginal|negligible|minimal|tiny)\b",
+    r"\bexhausted\s+(the\s+|all\s+|every\s+|my\s+|our\s+)?(\w+\s+){0,2}(opportunities|options|ideas|avenues|"
+    r"optimi[sz]ations)\b",
+    r"\b(goal|target|task|objective|work|job|implementation|optimi[sz]ation)\s+(is|has been|was)\s+(now\s+)?"
+    r"(fully\s+)?(complete|completed|done|finished)\b",
+    r"\b(i'll|i will|we'll|we will|let's|i am going to|i'm going to)\s+stop\s+(here|now|optimi[sz]ing|working)\b",
+    r"\b(limited|bound|capped|dictated|constrained|determined|bottlenecked)\s+by\s+(the\s+)?(hardware|architecture|"
+    r"physics|hbm|memory bandwidth|hbm bandwidth|the gpu)\b",
+    r"\b(any|further|additional)\s+(further\s+|additional\s+)?(speed-?ups?|gains?|improvements?)\s+would\s+"
+    r"(require|need|mean)\b",
+    r"\b(consider|deem|call)\s+(this|the|it)\s+(task\s+|work\s+|job\s+|kernel\s+)?(finished|done|complete|completed)\b",
+    r"\b(fully|completely|thoroughly|maximally)\s+optimi[sz]ed\b",
+    r"\bfinal\s+(version|kernel|result|implementation)\s+is\s+(ready|done|complete)\b",
+    r"\b(the\s+)?best\s+(we|i|it|this)\s+(can|could)\s+(do|get|achieve|manage)\b",
+    r"\b(it's|it is|this is|that's|that is)\s+(now\s+)?(optimal|near-optimal|close to optimal)\b",
+    r"\bno\s+more\s+(performance|speed|gains?)\s+to\b",
 )]
 _TOPIC = re.compile(r"\b(tolerances?|atol|rtol|thresholds?|precision|rounding|numeric(al|ally)?|"
                     r"floating[- ]point|flaky|flakiness|flakes?|non-?determinis\w*|noise|noisy|ulps?)\b", re.I)
@@ -203,26 +236,37 @@ def plateau(h: History, n: int = PLATEAU_EVALS, minutes: float | None = None,
     or over the last `minutes` (with an evaluation older than that window to compare against)."""
     noise = noise if noise is not None else (h.noise if h.noise is not None else DEFAULT_NOISE)
     ev = [e for e in h.evaluations if e.geomean is not None]
+    records, best = [], None        # evaluations that beat every earlier one by more than the noise
+    for i, e in enumerate(ev):
+        if best is None or e.geomean > best * (1 + noise):
+            records.append(i)
+            best = e.geomean if best is None else max(best, e.geomean)
 
-    def stalled(before, window) -> float | None:
+    def stalled(k) -> tuple[float, int] | None:
+        """(best before, index of the record the plateau starts from) if ev[:k] vs ev[k:] stalled."""
+        before, window = ev[:k], ev[k:]
         if not before or not window:
             return None
         best_before = max(e.geomean for e in before)
-        best_in = max(e.geomean for e in window)
-        return best_before if best_in <= best_before * (1 + noise) else None
+        if max(e.geomean for e in window) > best_before * (1 + noise):
+            return None
+        return best_before, max(i for i in records if i < k)
     if len(ev) > n:
-        b = stalled(ev[:-n], ev[-n:])
+        b = stalled(len(ev) - n)
         if b is not None:
             return Moment("plateau", f"no gain above {noise:.1%} noise over the last {n} evaluations "
-                          f"(best {b:.3f}x before them)", evidence={"best": b, "evaluations": n, "noise": noise})
+                          f"(best {b[0]:.3f}x before them)",
+                          evidence={"best": b[0], "since": b[1], "evaluations": n, "noise": noise})
     if minutes is not None and ev:
         if now is None:
             now = max([ev[-1].time] + [m.time for m in h.messages])
         cut = now - 60 * minutes
-        b = stalled([e for e in ev if e.time < cut], [e for e in ev if e.time >= cut])
+        b = stalled(sum(e.time < cut for e in ev)) if all(
+            a.time <= c.time for a, c in zip(ev, ev[1:])) else None
         if b is not None:
             return Moment("plateau", f"no gain above {noise:.1%} noise in the last {minutes:g} minutes "
-                          f"(best {b:.3f}x before them)", evidence={"best": b, "minutes": minutes, "noise": noise})
+                          f"(best {b[0]:.3f}x before them)",
+                          evidence={"best": b[0], "since": b[1], "minutes": minutes, "noise": noise})
     return None
 
 
@@ -236,27 +280,34 @@ def limit_claim(h: History, classify: Classifier | None = None, last: int = 1) -
     return None
 
 
+def _flagged(e: Evaluation) -> set[str]:
+    return {s for s, f in e.bound_fractions.items() if f > 1.0} | set(e.suspicious)
+
+
 def suspicious_gain(h: History, jump: float = DEFAULT_JUMP) -> Moment | None:
-    """A row above its roofline bound (or flagged by the harness), or a row that jumped by `jump`x."""
+    """A row newly above its roofline bound or newly flagged by the harness (not so in the
+    evaluation before), or a row that jumped by `jump`x since the evaluation before. A row that
+    stays flagged fires once, when it first is: a new event, not a standing state."""
     if not h.evaluations:
         return None
     cur = h.evaluations[-1]
+    prev = h.evaluations[-2] if len(h.evaluations) > 1 else None
     above = sorted(s for s, f in cur.bound_fractions.items() if f > 1.0)
-    if above or cur.suspicious:
-        names = above or sorted(cur.suspicious)
-        return Moment("suspicious_gain", f"{len(names)} row(s) faster than the bound allows or flagged "
-                      f"by the harness: {', '.join(names[:4])}", ("benchmark validity", "measurement check"),
-                      {"above_bound": above, "flagged": list(cur.suspicious)})
-    if len(h.evaluations) < 2:
+    new = sorted(_flagged(cur) - (_flagged(prev) if prev is not None else set()))
+    if new:
+        return Moment("suspicious_gain", f"{len(new)} row(s) newly faster than the bound allows or flagged "
+                      f"by the harness: {', '.join(new[:4])}", ("benchmark validity", "measurement check"),
+                      {"above_bound": above, "flagged": list(cur.suspicious), "new": new})
+    if prev is None:
         return None
-    prev = h.evaluations[-2]
     jumps = {s: cur.speedups[s] / p for s, p in prev.speedups.items()
              if p and p > 0 and cur.speedups.get(s) and cur.speedups[s] / p >= jump}
     if jumps:
         top = sorted(jumps, key=jumps.get, reverse=True)
         return Moment("suspicious_gain", f"{len(jumps)} row(s) jumped by >= {jump:g}x since the previous "
                       f"evaluation: " + ", ".join(f"{s} {jumps[s]:.2f}x" for s in top[:4]),
-                      ("benchmark validity", "measurement check", "hypothesis check"), {"jumps": jumps})
+                      ("benchmark validity", "measurement check", "hypothesis check"),
+                      {"jumps": jumps, "new": sorted(jumps)})
     return None
 
 

@@ -87,13 +87,13 @@ class Bank(Arm):
         return History(evals, msgs)
 
     def key(self, m, h) -> str:
-        n = len([e for e in h.evaluations if e.geomean is not None])
+        """One key per event: a moment whose key was asked is not asked again (triggers.py)."""
         if m.kind == "start":
             return "start"
         if m.kind == "plateau":
-            return f"plateau@{n // max(1, self.cfg.plateau_evals)}"
-        if m.kind == "suspicious_gain":
-            return f"suspicious_gain@{len(h.evaluations)}"
+            return f"plateau@{m.evidence.get('since')}"          # the record it stalls after
+        if m.kind == "suspicious_gain":                          # the evaluation and its new rows
+            return f"suspicious_gain@{len(h.evaluations)}:{','.join(m.evidence.get('new') or [])}"
         return f"{m.kind}@{m.evidence.get('time')}"
 
     def observe(self, loop):

@@ -26,6 +26,18 @@ def test_non_claims_do_not_fire(text):
     assert claims_limit(text) is None
 
 
+@pytest.mark.parametrize("text", LIMITS["phrasings"])
+def test_common_limit_phrasings_fire(text):
+    assert len(LIMITS["phrasings"]) >= 20
+    assert claims_limit(text), text
+
+
+@pytest.mark.parametrize("text", LIMITS["not_phrasings"])
+def test_common_non_claims_do_not_fire(text):
+    assert len(LIMITS["not_phrasings"]) >= 20
+    assert claims_limit(text) is None, claims_limit(text)
+
+
 @pytest.mark.parametrize("text", EXCUSES["excuses"])
 def test_excuses_fire(text):
     assert explains_away(text)
