@@ -13,7 +13,8 @@ The goal: --goal, $KERNELSEEK_GOAL, <campaign>/goal.yaml, .kernelseek/goal.yaml,
 The cap: consecutive blocks are counted in <campaign>/stop_hook.json (a campaign directory) or
 .kernelseek/stop_hook.json, and reset when the hook allows. At the cap ($KERNELSEEK_MAX_BLOCKS,
 else the goal's max_blocks, else 8) the hook allows and says so on stderr. A payload with
-stop_hook_active true counts as at least one block already made.
+stop_hook_active true counts as at least one block already made. When the state file cannot be
+written the count cannot grow, so the hook blocks once and then allows (with the reason on stderr).
 """
 from __future__ import annotations
 
@@ -68,14 +69,16 @@ def _read_state(path: Path) -> dict:
         return {}
 
 
-def _write_state(path: Path, st: dict) -> None:
+def _write_state(path: Path, st: dict) -> str | None:
+    """Write the block count; None, or why it could not be written."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
         tmp.write_text(json.dumps(st))
         os.replace(tmp, path)
-    except OSError:
-        pass  # the cap then rests on stop_hook_active alone
+    except OSError as e:
+        return f"{type(e).__name__}: {e}"
+    return None
 
 
 def last_assistant_text(payload: dict) -> str:
@@ -184,7 +187,14 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
     if qid:
         asked.append(qid)
     st.update(blocks=prior + 1, session_id=payload.get("session_id"), asked=asked)
-    _write_state(state_path, st)
+    unwritable = _write_state(state_path, st)
+    if unwritable and prior >= 1:
+        # The count cannot be kept, so the cap could never be reached: block at most once (the
+        # first stop), then allow, or the agent would be held forever.
+        return None, note + (f"kernelseek: goal NOT met, but the hook's state file {state_path} cannot be "
+                             f"written ({unwritable}), so its blocks cannot be counted; it blocked once "
+                             "already (stop_hook_active), so it allows the stop. Fix the file's folder "
+                             "to restore the cap")
     where = verdict.where if verdict is not None else str(campaign)
     reason = (f"KernelSeek: the goal is not met, so keep working. {shortfall}. {qline} "
               f"(Block {prior + 1} of at most {cap}; `kernelseek goal {where}` prints the full verdict.)")

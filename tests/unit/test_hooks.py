@@ -118,6 +118,23 @@ def test_stop_hook_active_counts_toward_the_cap(tmp_path):
     assert out["decision"] == "block"
 
 
+def test_unwritable_state_blocks_once_then_allows(tmp_path):
+    """The block count lives in a file; when it cannot be written (here a folder sits where the
+    file should be, which stops root too) the count never grows, so without a way out the agent
+    would be blocked forever. Claude Code's cycle: stop, block, stop with stop_hook_active, ..."""
+    p = project(tmp_path, "unmet")
+    (p / ".kernelseek" / "stop_hook.json").mkdir()
+    answers = []
+    for i in range(10):
+        out, err = hook(payload(p, active=i > 0), p)
+        answers.append(out)
+        if out is None:
+            break
+    assert [a is None for a in answers] == [False, True]      # one block, then the stop is allowed
+    assert answers[0]["decision"] == "block" and "Block 1 of at most 8" in answers[0]["reason"]
+    assert "cannot be written" in err and "stop_hook.json" in err and "goal NOT met" in err
+
+
 def test_cap_from_goal_file_and_env_goal(tmp_path):
     p = project(tmp_path, "unmet")
     g = p / "goal.yaml"
