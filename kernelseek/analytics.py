@@ -9,7 +9,8 @@
     reread_share         share of tool-result characters that re-read the agent's own kernel sources
                          (paper: 82% equipped, 26% question-driven)
     recurrence_share     share of added lines identical to a line deleted earlier (AVO-style: ~30%)
-    time_to_best, plateaus   over the campaign's full evaluations
+    time_to_best, plateaus   over the campaign's full evaluations of versions that passed every row
+    usage_by_step        tokens (input, cache read, cache write, output), cached share and dollars per step
 A message event's explicit `kind` (and a question's `category`) wins over the classifiers; the
 classifiers are keyword rules, good for a first look, not a substitute for labels.
 """
@@ -21,7 +22,7 @@ from pathlib import PurePath
 
 import pandas as pd
 
-from .traces import text_of, tool_calls
+from .traces import passed_full, text_of, tool_calls
 
 KINDS = ("directive", "question", "approval", "correction", "goal")
 TOOL_KINDS = ("build", "benchmark", "profiler", "sass/ptx", "docs", "subagent", "read", "edit", "other")
@@ -234,8 +235,9 @@ def recurrence_share(events: list[dict]) -> dict:
 
 # ---- progress over evaluations ------------------------------------------------------------------
 def _full_evals(events):
-    return [e for e in events if e.get("type") == "evaluation" and e.get("geomean") is not None
-            and not e.get("filtered") and not e.get("check_only")]
+    """Full, timed evaluations of versions whose every row passed the check (traces.passed_full):
+    a version that fails the check has no speed worth counting, however fast its passing rows."""
+    return [e for e in events if passed_full(e)]
 
 
 def _steps_before(events, ev) -> int:

@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import re
+import shutil
 import sys
 import time
 from pathlib import Path
@@ -46,8 +47,7 @@ def outcome(root) -> dict:
     evs = traces.read(root / "trace.jsonl")
     cfg = next((e.get("config") for e in evs if e.get("type") == "start"), None) or {}
     stop = next((e for e in reversed(evs) if e.get("type") in ("stop", "error")), None) or {}
-    gms = [e["geomean"] for e in evs if e.get("type") == "evaluation" and e.get("geomean") is not None
-           and not e.get("filtered")]
+    gms = [e["geomean"] for e in evs if traces.passed_full(e)]     # versions that passed every row
     s = Spend.from_events(evs)
     return {"campaign": root.name, "arm": cfg.get("arm"), "replicate": cfg.get("replicate"),
             "stopped": stop.get("reason") or stop.get("message") or "running or crashed",
@@ -56,18 +56,44 @@ def outcome(root) -> dict:
             "best_geomean": max(gms) if gms else None, "questions": sum(e.get("type") == "question" for e in evs)}
 
 
+def preflight(cfg: Config) -> None:
+    """Refuse, before any folder exists, what the loop would refuse: the price table and budgets,
+    the API key, the evaluator spec."""
+    from .agent.api import make_client
+    from .agent.loop import check_config
+    from .agent.replay import make_evaluator
+    check_config(cfg)
+    make_evaluator(cfg.evaluator)
+    make_client(cfg.base_url)
+
+
 def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, gpu=None,
         notebook=NOTEBOOK, kernel_name: str = "python3") -> Path:
     """Create the campaign and execute its notebook; returns the campaign directory.
-    A failing notebook raises papermill's PapermillExecutionError (the executed copy is kept)."""
+    A failing notebook raises papermill's PapermillExecutionError (the executed copy is kept).
+    A campaign rejected before its loop started (a bad config, or a notebook failing before the
+    trace's start event) leaves nothing behind, so its id can be used again."""
     import papermill as pm
     cfg = cfg.absolute()
     root = Path(campaigns_dir).resolve() / (campaign_id or new_campaign_id(cfg))
-    paths = create(cfg, root)
-    pm.execute_notebook(str(notebook), str(paths.notebooks / "campaign.ipynb"),
-                        parameters=parameters(cfg, paths.root, gpu), kernel_name=kernel_name,
-                        progress_bar=False, cwd=str(REPO))
+    preflight(cfg)
+    existed = root.exists()
+    try:
+        paths = create(cfg, root)
+        pm.execute_notebook(str(notebook), str(paths.notebooks / "campaign.ipynb"),
+                            parameters=parameters(cfg, paths.root, gpu), kernel_name=kernel_name,
+                            progress_bar=False, cwd=str(REPO))
+    except BaseException:
+        if not existed and not _started(root):
+            shutil.rmtree(root, ignore_errors=True)
+        raise
     return paths.root
+
+
+def _started(root: Path) -> bool:
+    """Whether the loop began (a start event in the trace): from then on the folder is a record."""
+    from . import traces
+    return any(e.get("type") == "start" for e in traces.read(root / "trace.jsonl"))
 
 
 def _run_one(cfg_dict: dict, campaigns_dir: str, campaign_id: str, gpus: list | None, kernel_name: str) -> dict:

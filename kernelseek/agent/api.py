@@ -34,8 +34,8 @@ MAX_WAIT_S = 60.0
 TOO_LONG = re.compile(r"prompt is too long:\s*(\d+)\s*tokens?\s*>\s*(\d+)", re.I)
 
 
-class MissingKey(RuntimeError):
-    """ANTHROPIC_API_KEY is not set."""
+class MissingKey(ValueError):
+    """ANTHROPIC_API_KEY is not set (an input error: every command reports it with exit 2)."""
 
 
 class ApiFailure(RuntimeError):

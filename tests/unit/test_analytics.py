@@ -66,3 +66,24 @@ def test_question_categories_and_tool_kinds():
 def test_report_text():
     r = A.report([EV], names=["known"])
     assert "== known" in r and "0.82" in r
+
+
+def test_only_versions_that_passed_count(tmp_path):
+    """The fixture has a version at 1.30x that failed the check on one row: it is the fastest
+    evaluation in the trace, and no headline may count it."""
+    failing = [e for e in EV if e["type"] == "evaluation" and not e["summary"]["all_correct"]]
+    assert [e["geomean"] for e in failing] == [1.30]
+    assert A.summary(EV)["best_geomean"] == 0.9
+    from kernelseek import campaign
+    (tmp_path / "trace.jsonl").write_text((Path(__file__).resolve().parents[1] / "fixtures" / "traces" /
+                                           "known_counts.jsonl").read_text())
+    assert campaign.outcome(tmp_path)["best_geomean"] == 0.9
+    import subprocess
+    import sys
+    root = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "kernelseek", "trace", "stats", str(tmp_path / "trace.jsonl")],
+                       capture_output=True, text=True, timeout=120, env={"PYTHONPATH": str(root), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == 0, r.stderr
+    head = r.stdout.splitlines()[:2]
+    cols, vals = head[0].split(), head[1].split()
+    assert vals[cols.index("best_geomean")] == "0.9"

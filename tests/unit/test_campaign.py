@@ -52,3 +52,31 @@ def test_resume_and_restore_verbs(tmp_path, capsys):
     assert cli("restore", str(root), "0") == 0
     assert "kseek_fixture_kernel" in (root / "workspace" / "kernel.cu").read_text()
     assert cli("restore", str(root), "ffffffffffff") == 2
+
+
+def test_rejected_run_leaves_no_folder_and_the_id_can_be_reused(tmp_path, capsys):
+    kernel = str(Path(__file__).resolve().parents[1] / "fixtures" / "runs" / "kernel.cu")
+    # refused before anything is written: a dollar budget for a model without a price
+    rc = cli("run", "--kernel", kernel, "--model", "no-such-model", "--dollars", "5", "--id", "again",
+             "--campaigns-dir", str(tmp_path), "--evaluator", "replay:" + str(Path(kernel).parent / "campaign"))
+    assert rc == 2 and "no entry in the price table" in capsys.readouterr().err
+    assert not (tmp_path / "again").exists()
+    # a notebook that fails before the loop starts: the folder it made is removed
+    nb = Path(__file__).resolve().parents[1] / "fixtures" / "notebooks" / "fails_before_start.ipynb"
+    from papermill.exceptions import PapermillExecutionError
+    with pytest.raises(PapermillExecutionError):
+        campaign.run(config("http://127.0.0.1:9"), tmp_path, "again", notebook=nb)
+    assert not (tmp_path / "again").exists()
+    # so the id is free: a real campaign takes it
+    with FakeAPI([turn(tool("evaluate"), usage={"input_tokens": 10, "output_tokens": 1})], key=KEY) as api:
+        root = campaign.run(config(api.base_url, budget={"steps": 1}), tmp_path, "again")
+    assert root == tmp_path / "again" and events(root, "evaluation")
+
+
+def test_a_campaign_that_started_is_kept_when_its_notebook_fails(tmp_path):
+    """From the trace's start event on, the folder is a record (resume continues it)."""
+    from papermill.exceptions import PapermillExecutionError
+    with FakeAPI([{"status": 401, "error": "bad key"}], key=KEY) as api:
+        with pytest.raises(PapermillExecutionError):
+            campaign.run(config(api.base_url), tmp_path, "kept")
+    assert events(tmp_path / "kept", "start") and events(tmp_path / "kept", "error")[0]["status"] == 401
