@@ -98,9 +98,11 @@ class Policy:
     def needs(self, tokens: int) -> bool:
         return tokens > self.trigger * self.window
 
-    def compact(self, base: dict, system: str, events: list[dict], why: str, tokens: int | None = None) -> dict | None:
-        """The `context` event fields that bring the request to the target, or the smallest one
-        found; None when nothing is left to compact."""
+    def compact(self, base: dict, system: str, events: list[dict], why: str, tokens: int | None = None,
+                limit: int | None = None) -> dict | None:
+        """The `context` event fields that bring the request to target x window (x `limit`, the
+        API's own count of the window, when it is smaller), or the smallest request found; None
+        when nothing is left to compact. `tokens`: the API's count of the current request."""
         ratio = bytes_per_token(events)
         est = max(1, self.estimate(base, system, events))
         before = tokens if tokens is not None else est
@@ -118,7 +120,7 @@ class Policy:
                 after = int(self.request(base, system, events + [ev])[1] / ratio * scale)
                 if best is None or after < best[1]:
                     best = (ev, after)
-                if after <= self.target * self.window:
+                if after <= self.target * min(self.window, limit or self.window):
                     return _fields(ev, before, after, keep, why)
             if keep == 1:
                 break

@@ -142,8 +142,9 @@ class Loop:
         self.arm.restore(self.events)
         self.caller = Caller(client if client is not None else make_client(self.cfg.base_url), self.emit,
                              self.cfg.api_max_retries, sleep)
-        self.policy = Policy(self.cfg.context_tokens, self.cfg.context_trigger, self.cfg.context_target,
-                             self.cfg.keep_turns)
+        windows = [e["window"] for e in self.events if e.get("type") == "context" and e.get("window")]
+        self.policy = Policy(min([self.cfg.context_tokens] + windows), self.cfg.context_trigger,
+                             self.cfg.context_target, self.cfg.keep_turns)
         self.system = system_prompt(self.cfg.kernel_name, self.cfg.grid, self.cfg.baseline, self.tools.goal,
                                     self.cfg.scenarios)
 
@@ -223,7 +224,7 @@ class Loop:
             try:
                 reply = self.caller.create(self.with_timeout(kw), step, self.wall_left)
             except PromptTooLong as e:
-                if retried_long or not self.compact(f"the API refused the request: {e}", e.tokens):
+                if retried_long or not self.compact(f"the API refused the request: {e}", e.tokens, e.limit):
                     raise self.crash(e) from None
                 retried_long = True
                 continue
@@ -262,11 +263,13 @@ class Loop:
             kw, nbytes = self.policy.request(self.base_request(), self.system, self.events)
         return kw, nbytes
 
-    def compact(self, why: str, tokens: int | None = None) -> bool:
-        f = self.policy.compact(self.base_request(), self.system, self.events, why, tokens)
+    def compact(self, why: str, tokens: int | None = None, limit: int | None = None) -> bool:
+        if limit and limit < self.policy.window:      # the API's window is smaller than configured: use it
+            self.policy.window = limit
+        f = self.policy.compact(self.base_request(), self.system, self.events, why, tokens, limit)
         if f is None:
             return False
-        self.emit("context", **f)
+        self.emit("context", window=self.policy.window, **f)
         self.log(f"context: {f['action']} up to event {f['upto_seq']}: ~{f['tokens_before']} -> ~{f['tokens_after']} tokens")
         return True
 

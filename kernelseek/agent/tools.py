@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import time
 from dataclasses import dataclass
@@ -147,7 +148,7 @@ class Toolbox:
             return f"{name} failed with an internal error: {type(e).__name__}: {e}", True, None
         source = args.get("path") if name == "read" else None
         shown, full = bound_output(text, self.cfg.output_cap, self.paths.workspace,
-                                   f"{name}-{str(call_id)[-12:]}", source)
+                                   f"{name}-{re.sub(r'[^A-Za-z0-9_.-]', '_', str(call_id))[-48:]}", source)
         return shown, err, full
 
     def _limit(self, limit: float | None) -> float | None:
