@@ -302,3 +302,36 @@ def report(traces: list[list[dict]], names=None) -> str:
         out += [f"\n== {n}", messages_by_kind(t).to_string(index=False), questions_by_category(t).to_string(index=False),
                 tool_use_by_kind(t).to_string(index=False), plateaus(t).to_string(index=False)]
     return "\n".join(out)
+
+
+# ---- tokens and dollars per step -------------------------------------------------------------------
+def usage_by_step(events: list[dict], prices=None, model: str | None = None) -> pd.DataFrame:
+    """One row per model call: tokens of each kind, the cached share of the prompt, dollars.
+
+    prompt_tokens = input + cache read + cache write (what the request held); cached_share =
+    cache read / prompt; usd is the trace's own cost_usd. With `prices` (agent.budget.Prices),
+    uncached_usd is what the same call would have cost with no prompt cache (every prompt token at
+    the input price). attrs["compaction_steps"]: the steps right after each `context` event."""
+    rows = []
+    for e in events:
+        if e.get("type") != "usage" or e.get("sidechain"):
+            continue
+        r = {k: int(e.get(k) or 0) for k in ("input_tokens", "cache_read_input_tokens",
+                                             "cache_creation_input_tokens", "output_tokens")}
+        r["prompt_tokens"] = r["input_tokens"] + r["cache_read_input_tokens"] + r["cache_creation_input_tokens"]
+        r["cached_share"] = r["cache_read_input_tokens"] / r["prompt_tokens"] if r["prompt_tokens"] else 0.0
+        r["usd"] = float(e.get("cost_usd") or 0.0)
+        if prices is not None:
+            p = prices.for_model(model or e.get("model") or "") or {}
+            r["uncached_usd"] = (r["prompt_tokens"] * p.get("input", 0.0) + r["output_tokens"] * p.get("output", 0.0)) / 1e6
+        rows.append(dict(step=len(rows) + 1, **r))
+    cols = ["step", "input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens", "output_tokens",
+            "prompt_tokens", "cached_share", "usd"] + (["uncached_usd"] if prices is not None else [])
+    df = pd.DataFrame(rows, columns=cols)
+    df["cumulative_usd"] = df["usd"].cumsum()
+    if prices is not None:
+        df["cumulative_uncached_usd"] = df["uncached_usd"].cumsum()
+    compactions = [e for e in events if e.get("type") == "context"]
+    df.attrs["compaction_steps"] = [sum(1 for u in events if u.get("type") == "usage" and u["seq"] < c["seq"]) + 1
+                                    for c in compactions]
+    return df

@@ -179,6 +179,45 @@ def history_plot(hist: pd.DataFrame, title: str | None = None) -> Figure:
     return fig
 
 
+def usage_plot(usage: pd.DataFrame, title: str | None = None) -> Figure:
+    """A campaign's cost per model call (analytics.usage_by_step): prompt tokens by kind (cache
+    read, cache write, uncached input) with the output tokens; the cached share of the prompt;
+    dollars per step and in total (and, when known, what they would have been with no cache).
+    Dotted lines mark the steps where the context policy compacted the conversation."""
+    fig = Figure(figsize=(9.0, 8.0), layout="constrained")
+    ax1, ax2, ax3 = fig.subplots(3, 1, sharex=True)
+    x = usage["step"].tolist()
+    k = 1e-3
+    read = (usage["cache_read_input_tokens"] * k).tolist()
+    write = (usage["cache_creation_input_tokens"] * k).tolist()
+    fresh = (usage["input_tokens"] * k).tolist()
+    ax1.stackplot(x, read, write, fresh, colors=("#2e86c1", "#f5b041", "#c0392b"),
+                  labels=("cache read", "cache write", "input (uncached)"))
+    ax1.plot(x, (usage["output_tokens"] * k).tolist(), color="black", lw=1, label="output")
+    ax1.set_ylabel("tokens per step (thousands)")
+    ax1.legend(fontsize=7, loc="upper left")
+    ax2.plot(x, (usage["cached_share"] * 100).tolist(), color="#2e86c1", lw=1.2)
+    ax2.set_ylim(0, 102)
+    ax2.set_ylabel("prompt read from cache (%)")
+    ax3.bar(x, usage["usd"].tolist(), color="#7f8c8d", width=1.0, label="per step")
+    ax3.set_ylabel("$ per step")
+    tot = ax3.twinx()
+    tot.plot(x, usage["cumulative_usd"].tolist(), color="black", lw=1.6, label="total")
+    if "cumulative_uncached_usd" in usage:
+        tot.plot(x, usage["cumulative_uncached_usd"].tolist(), color=BELOW, lw=1.2, ls="--",
+                 label="total with no prompt cache")
+    tot.set_ylabel("$ total")
+    tot.legend(fontsize=7, loc="upper left")
+    ax3.set_xlabel("model call (step)")
+    for s in usage.attrs.get("compaction_steps", []):
+        for ax in (ax1, ax2, ax3):
+            ax.axvline(s, color="black", ls=":", lw=0.8)
+        ax1.annotate("compaction", (s, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -10),
+                     textcoords="offset points", fontsize=7)
+    ax1.set_title(title or "tokens, cache and dollars per step", fontsize=10)
+    return fig
+
+
 def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title: str | None = None) -> Figure:
     """Instruction counts per family, one bar per (family, build): label -> profile.instruction_mix."""
     from kernelseek.profile import FAMILIES

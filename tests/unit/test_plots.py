@@ -68,3 +68,23 @@ def test_mix_plot_bars_per_family_and_build():
     assert len(_bars(fig)) == 2 * len(profile.FAMILIES)
     fig = plots.mix_plot({"tiny": a}, families=["FFMA", "MUFU"])
     assert [round(p.get_height()) for p in _bars(fig)] == [a["FFMA"], a["MUFU"]]
+
+
+def test_usage_by_step_and_usage_plot():
+    """Tokens, cached share and dollars per step, from usage events whose numbers are known."""
+    from kernelseek import analytics
+    from kernelseek.agent import Prices
+    ev = [{"type": "usage", "seq": 0, "input_tokens": 1000, "cache_read_input_tokens": 0,
+           "cache_creation_input_tokens": 3000, "output_tokens": 100, "cost_usd": 0.02, "model": "claude-opus-4-5"},
+          {"type": "context", "seq": 1, "action": "elide"},
+          {"type": "usage", "seq": 2, "input_tokens": 10, "cache_read_input_tokens": 3990,
+           "cache_creation_input_tokens": 0, "output_tokens": 100, "cost_usd": 0.005, "model": "claude-opus-4-5"}]
+    df = analytics.usage_by_step(ev, Prices.load())
+    assert df["step"].tolist() == [1, 2] and df["prompt_tokens"].tolist() == [4000, 4000]
+    assert df["cached_share"].tolist() == [0.0, 3990 / 4000]
+    assert df["cumulative_usd"].tolist() == [0.02, 0.025]
+    assert df["uncached_usd"].tolist() == [(4000 * 5.0 + 100 * 25.0) / 1e6] * 2   # Opus 4.5: $5 in, $25 out
+    assert df.attrs["compaction_steps"] == [2]
+    fig = plots.usage_plot(df)
+    assert isinstance(fig, Figure) and len(fig.axes) == 4               # three panels and the total's twin axis
+    assert any(abs(line.get_xdata()[0] - 2) < 1e-9 for line in fig.axes[0].lines if len(line.get_xdata()) == 2)
