@@ -177,3 +177,32 @@ def test_missing_key_is_a_clear_error(tmp_path, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     with pytest.raises(MissingKey, match="ANTHROPIC_API_KEY is not set"):
         Loop(root, log=quiet)
+
+
+def test_committed_runs_suspicious_gain_once_per_new_flag_then_plateau(tmp_path):
+    """The committed H200 runs of fa3_hopper.cu (v3 to v5c): row 24 stays flagged by the harness in
+    every one, row 23 is flagged in two consecutive runs. Each new flag is asked about once; the
+    standing flag is not asked again, so the plateau gets its question."""
+    data = Path(__file__).resolve().parents[2] / "data" / "runs"
+    runs = [data / f"h200-bench26-20261130-{t}" for t in (
+        "061458-fa3_hopper-v3", "061800-fa3_hopper-v3", "065809-fa3_hopper-v4section", "065921-fa3_hopper-v4default",
+        "073243-fa3_hopper-v5", "073352-fa3_hopper-v5", "075315-fa3_hopper-v5b", "075423-fa3_hopper-v5b",
+        "075831-fa3_hopper-v5c", "084207-fa3_hopper-v5c")]
+    from kernelseek.triggers import Evaluation
+    flagged = [set(Evaluation.from_run(r).suspicious) for r in runs]
+    assert all("r24_decode_paged_b4_kv32k" in f for f in flagged)
+    new = [i for i, f in enumerate(flagged) if f - (flagged[i - 1] if i else set())]
+    assert new == [0, 4]
+    script = [turn(tool("evaluate")) for _ in runs] + [turn(text("Still working."), stop="end_turn")] * 3
+    with FakeAPI(script, key=KEY, by_turn=True) as api:
+        root = make(tmp_path, api.base_url, arm="bank", sources=runs, plateau_evals=3,
+                    budget={"steps": len(runs) + 2, "dollars": None})
+        Loop(root, log=quiet).run()
+    qs = events(root, "question")
+    moments = [q["moment"] for q in qs]
+    assert moments.count("suspicious_gain") == 2 and "plateau" in moments
+    # v5b (evaluation 6) beat every earlier geomean by more than the noise: a new plateau starts there
+    assert [q["key"] for q in qs if q["moment"] == "plateau"] == ["plateau@0", "plateau@6"]
+    sus = [q for q in qs if q["moment"] == "suspicious_gain"]
+    assert sus[0]["key"].endswith("r24_decode_paged_b4_kv32k") and sus[1]["key"].endswith("r23_decode_paged_b256_kv2k")
+    assert len({q["key"] for q in qs}) == len(qs)                # no event asked twice
