@@ -206,3 +206,18 @@ def test_committed_runs_suspicious_gain_once_per_new_flag_then_plateau(tmp_path)
     sus = [q for q in qs if q["moment"] == "suspicious_gain"]
     assert sus[0]["key"].endswith("r24_decode_paged_b4_kv32k") and sus[1]["key"].endswith("r23_decode_paged_b256_kv2k")
     assert len({q["key"] for q in qs}) == len(qs)                # no event asked twice
+
+
+@pytest.mark.parametrize("arm,code", [("bare", 2), ("bank", 2), ("equipped", 2), ("human", 0)])
+def test_kernelseek_ask_refuses_a_campaign_with_no_questioner(tmp_path, arm, code):
+    import subprocess
+    root = make(tmp_path, "http://127.0.0.1:9", arm=arm)
+    repo = Path(__file__).resolve().parents[2]
+    r = subprocess.run([sys.executable, "-m", "kernelseek", "ask", str(root), "Is this ceiling real?"],
+                       capture_output=True, text=True, timeout=60, env={"PYTHONPATH": str(repo), "PATH": "/usr/bin:/bin"})
+    assert r.returncode == code, r.stdout + r.stderr
+    if code:
+        assert f"runs the {arm} arm" in r.stdout + r.stderr and "would never be delivered" in r.stdout + r.stderr
+        assert inbox.read(root) == []                                 # nothing queued to be dropped
+    else:
+        assert "queued as inbox line 0" in r.stdout and inbox.pending(root)[0]["text"] == "Is this ceiling real?"
