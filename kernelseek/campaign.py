@@ -126,7 +126,8 @@ def matrix(base: Config, arms=ARMS, replicates: int = 1, campaigns_dir="campaign
 
 # ---- CLI -------------------------------------------------------------------------------------
 def _config_args(p) -> None:
-    p.add_argument("--kernel", required=True)
+    p.add_argument("--kernel", required=True, help="the starting kernel: a .cu file (copied with the local "
+                   "headers it includes) or a kernel folder <name>/ (copied as a folder)")
     p.add_argument("--grid", default="bench26")
     p.add_argument("--baseline", default="best")
     p.add_argument("--scenarios")

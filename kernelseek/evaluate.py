@@ -153,6 +153,14 @@ def exit_code(rows: list[R.Row]) -> int:
     return 0
 
 
+def _start_meta(seed: int) -> dict:
+    """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
+    return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+
+
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
@@ -174,11 +182,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     (run / "build").mkdir()
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
-            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
-            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     so = None

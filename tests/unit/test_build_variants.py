@@ -235,3 +235,24 @@ def test_eval_of_a_folder_variant_records_its_defines(kdir, tmp_path, monkeypatc
                              progress=False, worker_cmd=STANDIN)
     assert plain["build_defines"] == {} and plain["kernel_sha256"] == meta["kernel_sha256"]
     assert "build variant" not in describe(tmp_path / "runs" / sorted(p.name for p in (tmp_path / "runs").iterdir())[-1])
+
+
+def test_a_define_changes_what_the_built_kernel_answers(tmp_path):
+    """The GPU test's wrapper (tests/gpu/test_variants_gpu.py) without a GPU: naive_fwd.cu behind a
+    switch, built plain and with -DNV_REFUSE=1; all-zero parameters get INVALID from the plain build
+    (naive_fwd validates them on the host) and UNSUPPORTED from the variant."""
+    from kernelseek import abi
+    spec = (REPO / "tests" / "gpu" / "test_variants_gpu.py").read_text()
+    wrap = spec.split('WRAP = """', 1)[1].split('"""', 1)[0]
+    ks.copy_kernel(kb.REPO_KERNELS / "naive_fwd.cu", tmp_path)
+    (tmp_path / "nv").mkdir()
+    (tmp_path / "nv" / "nv.cu").write_text(wrap)
+    plain, var = (kb.build(tmp_path / "nv", cache_dir=tmp_path / "cache", defines=d) for d in ({}, {"NV_REFUSE": 1}))
+    assert plain.ok and var.ok, (plain.log + var.log)[-2000:]
+    try:
+        libs = abi.load(plain.so_path), abi.load(var.so_path)
+    except OSError as e:
+        pytest.skip(f"the CUDA runtime library cannot be loaded here: {e}")
+    p = abi.KseekParams()
+    p.abi_version = abi.ABI_VERSION
+    assert [lib.fwd(p, 0) for lib in libs] == [2, 1]      # KSEEK_ERR_INVALID, KSEEK_ERR_UNSUPPORTED
