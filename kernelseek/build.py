@@ -33,7 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .kernel_source import (KSEEK_H, KernelError, check_defines, closure, define_flags, entry_file,
-                            format_defines, kernel_hash, local_headers, parse_defines)
+                            kernel_hash, local_headers)
+
+__all__ = ["build", "BuildResult", "NvccNotFound", "REPO_KERNELS", "entry_file", "check_defines", "local_headers",
+           "source_hash", "parse_ptxas", "format_ptxas", "find_nvcc", "arch_flags", "cache_root"]
 
 REPO_KERNELS = KSEEK_H.parent   # the repository's kernels/ (holds kseek.h); never on nvcc's include path
 BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
@@ -264,7 +267,7 @@ def _text(x) -> str:
     return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
 
 
-# ---- report and CLI -------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------------
 def format_ptxas(ptxas: list[dict]) -> str:
     """The ptxas report as a table: one line per kernel entry; wgmma "SERIAL" (C7515/C7512) or "+N wait"
     (C7517) where ptxas gave up overlapping wgmma, with a count of such kernels last."""
@@ -282,48 +285,3 @@ def format_ptxas(ptxas: list[dict]) -> str:
         lines.append(f"WARNING: ptxas serialized the wgmma of {len(serial)} kernel(s) (C7515/C7512: "
                      f"{serial[0]['wgmma_serialized']}): no GEMM overlaps anything there")
     return "\n".join(lines)
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("build", help="build a kernel (file or folder); show its ptxas report and constraint check")
-    p.add_argument("file", help="the kernel: a .cu file, or a folder <name>/ built from <name>/<name>.cu")
-    p.add_argument("--arch", default="sm_90a", help="target, e.g. sm_90a (default) or sm_80")
-    p.add_argument("--cache-dir", default=None, help="build cache (default $KSEEK_CACHE_DIR or ~/.cache/kernelseek/build)")
-    p.add_argument("--flag", action="append", default=[], help="extra nvcc flag (repeatable)")
-    p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                   help="build variant: -DNAME=VALUE, part of the cache key (repeatable)")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    """Exit 0 built and allowed, 2 no such kernel or a bad define, 3 build failed or refused."""
-    from . import constraints
-    src = Path(args.file)
-    try:
-        defines = parse_defines(args.define)
-        entry_file(src)
-    except (KernelError, FileNotFoundError) as e:
-        print(f"kernelseek build: {e}")
-        return 2
-    try:
-        r = build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir, defines=defines)
-    except NvccNotFound as e:
-        print(f"kernelseek build: {e}")
-        return 3
-    variant = f" with {format_defines(r.defines)}" if r.defines else ""
-    if not r.ok:
-        print(r.log)
-        print(f"BUILD FAILED: {src}{variant} ({r.seconds:.1f} s)")
-        return 3
-    print(f"built {src}{variant} -> {r.so_path} ({'cached' if r.cached else f'{r.seconds:.1f} s'}, key {r.key[:12]})")
-    print(format_ptxas(r.ptxas))
-    verdicts = [("source", constraints.check_source(src)), ("binary", constraints.check_binary(r.so_path))]
-    refused = False
-    for what, v in verdicts:
-        print(f"constraints ({what}): {'ok' if v.ok else 'REFUSED'}")
-        for reason in v.reasons:
-            print(f"  - {reason}")
-        for note in v.notes:
-            print(f"  note: {note}")
-        refused |= not v.ok
-    return 3 if refused else 0

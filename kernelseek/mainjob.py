@@ -12,7 +12,7 @@ import sys
 from pathlib import Path
 
 from . import results as R
-from .kernel_source import format_defines, kernel_id, parse_defines
+from .kernel_source import format_defines, kernel_id
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "data" / "runs"
@@ -161,39 +161,3 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")
     return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("main", help="evaluate on a GPU, else replay the committed H200 results")
-    p.add_argument("--kernel", help="kernel file or folder (default: kernels/fa3_hopper/, else "
-                   "kernels/fa3_hopper.cu, else kernels/naive_fwd.cu)")
-    p.add_argument("--grid", default="bench26")
-    p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
-                   help="build variant of the kernel: -DNAME=VALUE (repeatable; not with the replay)")
-    p.add_argument("--out", default="out", help="where figures go")
-    p.add_argument("--replay", action="store_true", help="replay even when a GPU is present")
-    p.set_defaults(func=_main)
-    s = sub.add_parser("show", help="print a run's results table and summary")
-    s.add_argument("run", help="run directory or results.json")
-    s.set_defaults(func=lambda a: print(describe(Path(a.run).parent if a.run.endswith(".json") else Path(a.run))) or 0)
-
-
-def _main(args) -> int:
-    try:
-        defines = parse_defines(args.define)
-    except ValueError as e:
-        print(f"kernelseek main: {e}", file=sys.stderr)
-        return 2
-    if args.replay or not _has_gpu():
-        if defines:
-            print(f"kernelseek main: --define {format_defines(defines)} builds a variant to evaluate; "
-                  "the replay of committed results builds nothing", file=sys.stderr)
-            return 2
-        return replay(Path(args.out))
-    from .evaluate import evaluate, exit_code
-    kernel = args.kernel or next(str(p) for p in (REPO / "kernels" / "fa3_hopper", REPO / "kernels" / "fa3_hopper.cu",
-                                                  REPO / "kernels" / "naive_fwd.cu") if p.exists())
-    cmd = f"kernelseek main --grid {args.grid}" + "".join(f" --define {k}={v}" for k, v in defines.items())
-    run, rows, meta = evaluate(kernel, args.grid, "best", command=cmd, defines=defines)
-    print(describe(run))
-    return exit_code(rows)
