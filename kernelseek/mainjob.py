@@ -60,7 +60,7 @@ def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
     kernel's run: an older kernel that happens to be unchanged is not the one being worked on. Runs
     of a build variant (triage.is_variant) are taken only when there is nothing else."""
     from .build import source_hash
-    from .triage import is_variant
+    from .history import is_variant
     if not runs:
         return None
     kernel = _meta(runs[-1]).get("kernel")

@@ -57,7 +57,7 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
     """Execute and render the report notebooks for one run; returns the HTML files written."""
     run = Path(run).resolve()
     if (run / "evals").is_dir():                     # a campaign: the latest evaluation vs the one before
-        from kernelseek.triage import campaign_evals
+        from kernelseek.history import campaign_evals
         evs = campaign_evals(run)
         if not evs:
             raise FileNotFoundError(f"{run}: no evaluations under evals/")
