@@ -59,7 +59,7 @@ def preflight(cfg: Config) -> None:
     """Refuse, before any folder exists, what the loop would refuse: the price table and budgets,
     the API key, the evaluator spec."""
     from .agent.api import make_client
-    from .agent.loop import check_config
+    from .agent.config import check_config
     from .agent.replay import make_evaluator
     check_config(cfg)
     make_evaluator(cfg.evaluator)

@@ -21,7 +21,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .budget import Budget
+from .budget import Budget, BudgetError, Prices
 
 REPO = Path(__file__).resolve().parent.parent.parent
 ARMS = ("bare", "bank", "human", "equipped")
@@ -123,6 +123,22 @@ class Paths:
         ev = self.evals
         ds = [d for d in ev.iterdir() if d.name.isdigit() and (d / "results.json").is_file()] if ev.is_dir() else []
         return sorted(ds, key=lambda d: int(d.name))
+
+
+def check_config(cfg: Config) -> Prices:
+    """What the loop refuses before anything is written: a dollar budget without a price, a
+    thinking budget at or above max_tokens, a context policy that cannot work."""
+    prices = Prices.load(cfg.prices)
+    if cfg.budget_obj.dollars is not None and prices.for_model(cfg.model) is None:
+        raise BudgetError(f"model {cfg.model!r} has no entry in the price table {prices.source}, "
+                          "so a dollar budget cannot be kept; add it there or set the dollar budget to null")
+    if cfg.thinking_budget and cfg.thinking_budget >= cfg.max_tokens:
+        raise BudgetError(f"thinking_budget {cfg.thinking_budget} must be below max_tokens {cfg.max_tokens}")
+    if not 0 < cfg.context_target < cfg.context_trigger < 1 or cfg.keep_turns < 1 or cfg.output_cap < 200:
+        raise BudgetError("config: need 0 < context_target < context_trigger < 1, keep_turns >= 1 and "
+                          f"output_cap >= 200 (got {cfg.context_target}, {cfg.context_trigger}, "
+                          f"{cfg.keep_turns}, {cfg.output_cap})")
+    return prices
 
 
 def new_campaign_id(cfg: Config) -> str:

@@ -40,8 +40,8 @@ from pathlib import Path
 from .. import inbox, traces
 from .api import ApiFailure, Caller, MissingKey, PromptTooLong, make_client
 from .arms import Injection, make_arm
-from .budget import Budget, BudgetError, Prices, Spend, session_seconds
-from .config import Config, Paths, load
+from .budget import Budget, Spend, session_seconds
+from .config import Paths, check_config, load
 from .context import Policy, bytes_per_token
 from .conversation import outgoing, rebuild, trailing_drops
 from .lock import CampaignLock, pid_alive
@@ -76,22 +76,6 @@ class Outcome:
         return (f"{self.campaign.name}: {'goal met' if self.met else 'stopped'} ({self.reason}); "
                 f"{self.evaluations} evaluations, best geomean {gm}; steps {self.spend.steps}, "
                 f"${self.spend.dollars:.2f}")
-
-
-def check_config(cfg: Config) -> Prices:
-    """What the loop refuses before anything is written: a dollar budget without a price, a
-    thinking budget at or above max_tokens, a context policy that cannot work."""
-    prices = Prices.load(cfg.prices)
-    if cfg.budget_obj.dollars is not None and prices.for_model(cfg.model) is None:
-        raise BudgetError(f"model {cfg.model!r} has no entry in the price table {prices.source}, "
-                          "so a dollar budget cannot be kept; add it there or set the dollar budget to null")
-    if cfg.thinking_budget and cfg.thinking_budget >= cfg.max_tokens:
-        raise BudgetError(f"thinking_budget {cfg.thinking_budget} must be below max_tokens {cfg.max_tokens}")
-    if not 0 < cfg.context_target < cfg.context_trigger < 1 or cfg.keep_turns < 1 or cfg.output_cap < 200:
-        raise BudgetError("config: need 0 < context_target < context_trigger < 1, keep_turns >= 1 and "
-                          f"output_cap >= 200 (got {cfg.context_target}, {cfg.context_trigger}, "
-                          f"{cfg.keep_turns}, {cfg.output_cap})")
-    return prices
 
 
 def gpu_name() -> str | None:
