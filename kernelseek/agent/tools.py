@@ -1,7 +1,9 @@
 """The agent's tools: shell, read, write, edit (exact replacement) and evaluate (the harness).
 
-`TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input)` runs one and returns
-(text, is_error). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
+`TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input, call_id, time_left)` runs
+one and returns (text, is_error, file with the full text or None): the arguments are checked
+against the tool's input_schema first (a bad one is an error result, never an exception), no tool
+runs past the wall-time budget left, and the text is bounded (context.bound_output). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
 versions/<sha256>.cu (versions/<sha256>/ for a kernel with local headers or a folder), runs the campaign's evaluator into evals/<n>/, and returns the results table
 and summary with the goal verdict; `restore` puts any evaluated version back.
 """
