@@ -6,7 +6,8 @@
       trace.jsonl      events, append-only (kernelseek.traces)
       inbox.jsonl      questions waiting (kernelseek.inbox)
       workspace/       the agent's files: the kernel (a file with the local headers it includes, or a
-                       kernel folder), kseek.h; the only place the shell may write
+                       kernel folder), kseek.h; the only place the shell may write;
+                       .kseek/outputs/ holds the full text of tool outputs cut for the model
       versions/<sha256>.cu   every kernel version evaluated (versions/<sha256>/ when it has local headers)
       evals/<n>/       run directories of its evaluations, in order
       notebooks/       executed notebooks
