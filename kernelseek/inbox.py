@@ -53,6 +53,10 @@ def ask(campaign_dir, text: str, source: str = "cli", bank_id: str | None = None
     return dict(rec, line=line)
 
 
+# Which inbox sources each arm's agent hears (agent/arms.py reads this table; None: every source).
+HEARS = {"bare": frozenset(), "bank": frozenset({"bank"}), "human": None, "equipped": frozenset()}
+
+
 class NoQuestioner(ValueError):
     """The campaign's agent would never hear a question from this source."""
 
@@ -65,8 +69,12 @@ def refusal(campaign_dir, source: str) -> str | None:
         arm = json.loads((Path(campaign_dir) / "config.json").read_text()).get("arm")
     except (OSError, ValueError, AttributeError):
         return None
-    from .agent.arms import inbox_refusal
-    return inbox_refusal(str(arm), source)
+    heard = HEARS.get(arm, None)
+    if heard is None or source in heard:
+        return None
+    what = "only the bank's own questions" if heard == HEARS["bank"] else "no questions at all"
+    return (f"this campaign runs the {arm} arm, whose agent hears {what}: a question from {source!r} "
+            "would never be delivered. Ask in a campaign of the human arm (`campaign run --arm human`)")
 
 
 def _count_lines(path: Path) -> int:

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .. import inbox
 from ..traces import text_of
 
 
@@ -25,7 +26,7 @@ class Injection:
 
 class Arm:
     name = "bare"
-    inbox_sources: frozenset | None = frozenset()   # None: every source
+    inbox_sources: frozenset | None = inbox.HEARS["bare"]   # None: every source
 
     def __init__(self, cfg, paths):
         self.cfg, self.paths = cfg, paths
@@ -46,7 +47,7 @@ class Bare(Arm):
 
 class Human(Arm):
     name = "human"
-    inbox_sources = None
+    inbox_sources = inbox.HEARS["human"]
 
 
 def full_evals(paths, cfg) -> list:
@@ -63,7 +64,7 @@ def full_evals(paths, cfg) -> list:
 class Bank(Arm):
     """The questioner: triggers over the campaign's history, questions from the bank."""
     name = "bank"
-    inbox_sources = frozenset({"bank"})
+    inbox_sources = inbox.HEARS["bank"]
 
     def __init__(self, cfg, paths, entries=None):
         super().__init__(cfg, paths)
@@ -97,7 +98,6 @@ class Bank(Arm):
         return f"{m.kind}@{m.evidence.get('time')}"
 
     def observe(self, loop):
-        from .. import inbox
         from ..bank import select
         from ..results import load
         from ..triggers import detect
@@ -127,6 +127,7 @@ class Bank(Arm):
 class Equipped(Arm):
     """A briefing at the start and after each new full evaluation."""
     name = "equipped"
+    inbox_sources = inbox.HEARS["equipped"]
 
     def __init__(self, cfg, paths):
         super().__init__(cfg, paths)
@@ -166,14 +167,3 @@ ARM_CLASSES = {"bare": Bare, "bank": Bank, "human": Human, "equipped": Equipped}
 
 def make_arm(cfg, paths) -> Arm:
     return ARM_CLASSES[cfg.arm](cfg, paths)
-
-
-def inbox_refusal(arm: str, source: str) -> str | None:
-    """Why a question from `source` would never reach the agent of a campaign of this arm, or None."""
-    cls = ARM_CLASSES.get(arm)
-    if cls is None or cls.inbox_sources is None or source in cls.inbox_sources:
-        return None
-    heard = ("only the bank's own questions" if cls.inbox_sources == frozenset({"bank"})
-             else "no questions at all")
-    return (f"this campaign runs the {arm} arm, whose agent hears {heard}: a question from {source!r} "
-            "would never be delivered. Ask in a campaign of the human arm (`campaign run --arm human`)")
