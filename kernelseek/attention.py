@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = REPO / "kernels" / "fa3_hopper.cu"
+from .paths import KERNELS
+
+DEFAULT_KERNEL = KERNELS / "fa3_hopper.cu"
 _LIBS: dict[str, object] = {}
 
 

@@ -25,7 +25,9 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_KERNELS = Path(__file__).resolve().parent.parent / "kernels"   # holds kseek.h
+from .paths import KERNELS
+
+REPO_KERNELS = KERNELS   # holds kseek.h
 BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 900
 

@@ -9,7 +9,6 @@ rows, derives speedup and rates, flags suspicious results, and writes the run di
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
@@ -19,9 +18,10 @@ import time
 from pathlib import Path
 
 from . import results as R
+from . import store
+from .paths import REPO
 from .scenarios import GridError, Scenario, load_grid, select
 
-REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
@@ -165,7 +165,6 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         seed = int.from_bytes(os.urandom(3), "little")
     scen = select(load_grid(grid), scenarios)
     run = R.new_run_dir(runs_dir, Path(kernel).stem)
-    (run / "build").mkdir()
     kpath = Path(kernel)
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
             "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
@@ -182,8 +181,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         raise FileNotFoundError(f"kernel file {kernel}: not found")
     br = B.build(kpath, arch=arch)
     phases["build_s"] = time.perf_counter() - t
-    (run / "build" / "log.txt").write_text(br.log or "")
-    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
+    store.write_build(run, br.log or "", br.ptxas)
     meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
     refuse = None
     if not br.ok:
@@ -201,9 +199,9 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                       features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
         meta["wall_s"] = time.perf_counter() - t_start
         R.save(run, rows, meta)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -233,7 +231,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     R.save(run, rows, meta)
-    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    store.write_meta(run, meta)
     return run, rows, meta
 
 
@@ -273,7 +271,7 @@ def _cli(args) -> int:
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print((run / "results.json").read_text())
+        print(store.Run(run).results_file.read_text())
     else:
         print(R.format_table(rows))
         ov = meta.get("harness_overhead_s")

@@ -25,7 +25,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelseek import results
+from kernelseek import results, store
 from kernelseek.results import Row
 
 DEFAULT_NOISE = 0.03   # relative run-to-run noise assumed when p10/p90 are missing
@@ -446,11 +446,7 @@ def format_history(df: pd.DataFrame) -> str:
 
 
 # ---- a campaign --------------------------------------------------------------------------------
-def campaign_evals(campaign_dir: str | Path) -> list[Path]:
-    """The run directories under campaigns/<id>/evals/, in numeric order."""
-    ev = Path(campaign_dir) / "evals"
-    dirs = [p for p in ev.iterdir() if (p / "results.json").exists()] if ev.is_dir() else []
-    return sorted(dirs, key=lambda p: (int(p.name) if p.name.isdigit() else math.inf, p.name))
+campaign_evals = store.campaign_evals   # a campaign's evaluations, in order (the one rule: store)
 
 
 def _run_time(path: Path, meta: dict) -> Any:
@@ -460,7 +456,7 @@ def _run_time(path: Path, meta: dict) -> Any:
     m = re.match(r"(\d{8}-\d{6})", path.name)
     if m:
         return pd.Timestamp(time.strftime("%Y-%m-%dT%H:%M:%S", time.strptime(m.group(1), "%Y%m%d-%H%M%S")))
-    p = path / "results.json" if path.is_dir() else path
+    p = store.results_file(path)
     return pd.Timestamp(p.stat().st_mtime, unit="s") if p.exists() else None
 
 
@@ -506,7 +502,7 @@ def register(sub) -> None:
 
 def _cli(args) -> int:
     target = Path(args.run_dir)
-    if (target / "evals").is_dir():
+    if store.Campaign(target).evals.is_dir():
         evs = campaign_evals(target)
         if not evs:
             print(f"{target}: no evaluations under evals/")

@@ -15,7 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
-NOTES_FILE = Path(__file__).resolve().parent / "notes.md"
+from ..paths import AGENT_NOTES
+
+NOTES_FILE = AGENT_NOTES
 
 # bottleneck label -> the fixed menu, in order of preference (16 optimizations in all)
 MENU = {
@@ -132,12 +134,12 @@ class Equipment:
                 prev_best = max(earlier, key=lambda x: x["geomean"]) if earlier else None
         kernel = self.paths.workspace / self.cfg.kernel_name
         if best is not None:
-            kernel = self.paths.versions / f"{best['kernel_sha256']}.cu"
+            kernel = self.paths.version_file(best['kernel_sha256'])
         worst = ((best or {}).get("summary") or {}).get("worst") or {}
         summary, psrc = self.profile(kernel, worst.get("scenario"))
         label = bottleneck(summary)
         opt = choose(label, tried)
-        before = self.paths.versions / f"{prev_best['kernel_sha256']}.cu" if prev_best else None
+        before = self.paths.version_file(prev_best['kernel_sha256']) if prev_best else None
         mix, msrc = self.mix(before, kernel) if best is not None else (None, "nothing evaluated yet")
         from ..profile import format_summary
         parts = ["## Step briefing",

@@ -7,7 +7,6 @@ and summary with the goal verdict; `restore` puts any evaluated version back.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import time
@@ -16,6 +15,7 @@ from pathlib import Path
 
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
+from ..store import is_run, read_meta
 from .config import Config, Paths
 from .sandbox import Sandbox, SandboxError, cap, scrubbed_environ
 
@@ -149,7 +149,7 @@ class Toolbox:
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
-        n = sum(1 for d in evals.iterdir() if d.name.isdigit())
+        n = self.paths.next_eval_number()
         filt = scenarios or self.cfg.scenarios
         t0 = time.monotonic()
         try:
@@ -161,7 +161,7 @@ class Toolbox:
                             f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
         except (GridError, FileNotFoundError, ValueError) as e:
             return f"evaluation could not run: {e}"
-        dest = evals / str(n)
+        dest = self.paths.eval_dir(n)
         os.replace(run, dest)
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
@@ -173,7 +173,7 @@ class Toolbox:
     def verdict(self):
         """The goal verdict on the latest full evaluation (stale if the kernel changed since)."""
         for d in reversed(self.paths.eval_dirs()):
-            meta = json.loads((d / "results.json").read_text()).get("meta", {})
+            meta = read_meta(d)
             if not meta.get("check_only") and meta.get("scenarios_filter") == self.cfg.scenarios:
                 return judge_run(d, self.goal, kernel=self.kernel)
         return None
@@ -183,7 +183,7 @@ def save_version(paths: Paths, kernel: Path) -> str:
     """Copy the kernel to versions/<sha256>.cu (content-addressed); returns the hash."""
     sha = sha256_file(kernel)
     paths.versions.mkdir(exist_ok=True)
-    dest = paths.versions / f"{sha}.cu"
+    dest = paths.version_file(sha)
     if not dest.exists():
         shutil.copyfile(kernel, dest)
     return sha
@@ -193,14 +193,14 @@ def restore(root, ref: str, kernel_name: str | None = None) -> Path:
     """Put a kept version back into the workspace: `ref` is an evaluation number or a hash prefix."""
     from .config import load
     cfg, paths = load(root)
-    if ref.isdigit() and (paths.evals / ref / "results.json").is_file():
-        sha = json.loads((paths.evals / ref / "results.json").read_text())["meta"]["kernel_sha256"]
+    if ref.isdigit() and is_run(paths.eval_dir(ref)):
+        sha = read_meta(paths.eval_dir(ref))["kernel_sha256"]
     else:
-        hits = [p.stem for p in paths.versions.glob(f"{ref}*.cu")]
+        hits = [p.stem for p in paths.version_files(ref)]
         if len(hits) != 1:
             raise FileNotFoundError(f"{ref}: {'no' if not hits else len(hits)} kept versions match")
         sha = hits[0]
-    src = paths.versions / f"{sha}.cu"
+    src = paths.version_file(sha)
     if not src.is_file():
         raise FileNotFoundError(f"{src}: version not kept")
     dest = paths.workspace / (kernel_name or cfg.kernel_name)
