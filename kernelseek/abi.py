@@ -1,13 +1,13 @@
 """The ctypes mirror of kernels/kseek.h, and launching a built kernel on torch tensors.
 
     lib = load(so_path)                              # KernelLib: fwd, workspace_bytes, name
-    launch(lib, scenario, inputs, o, lse)            # one call on the current stream; KernelError if not ok
+    launch(lib, scenario, inputs, o, lse)            # one call on the current stream; LaunchError if not ok
     call = Launch(lib, scenario, inputs, o, lse)     # params and workspace once, then call() per launch
 
 The one launch path: the worker (checked and timed calls), the `original:` baseline and
 kernelseek.attention all go through `Launch`, so each gets the same params, the same workspace rule
 (`workspace_for`: what kseek_workspace_bytes asks, at least MIN_WORKSPACE_BYTES, never NULL) and the
-same errors (a status other than KSEEK_OK raises KernelError naming the status; KernelUnsupported,
+same errors (a status other than KSEEK_OK raises LaunchError naming the status; Unsupported,
 also a NotImplementedError, for KSEEK_ERR_UNSUPPORTED).
 
 `KseekParams` lists the fields of `kseek_params` in the header's order with the same C types
@@ -33,7 +33,7 @@ OK, ERR_UNSUPPORTED = 0, 1
 MIN_WORKSPACE_BYTES = 16
 
 
-class KernelError(RuntimeError):
+class LaunchError(RuntimeError):
     """kseek_fwd returned a status other than KSEEK_OK; `code` is it and `status` its name."""
 
     def __init__(self, code: int, context: str = ""):
@@ -41,14 +41,14 @@ class KernelError(RuntimeError):
         super().__init__(f"kernel returned status {self.code} ({self.status})" + (f" {context}" if context else ""))
 
 
-class KernelUnsupported(KernelError, NotImplementedError):
+class Unsupported(LaunchError, NotImplementedError):
     """KSEEK_ERR_UNSUPPORTED: a feature combination the kernel does not implement (never a wrong answer)."""
 
 
 def raise_for_status(code: int, context: str = "") -> None:
-    """Nothing for KSEEK_OK; else KernelUnsupported or KernelError naming the status."""
+    """Nothing for KSEEK_OK; else Unsupported or LaunchError naming the status."""
     if code != OK:
-        raise (KernelUnsupported if code == ERR_UNSUPPORTED else KernelError)(code, context)
+        raise (Unsupported if code == ERR_UNSUPPORTED else LaunchError)(code, context)
 
 
 class KseekParams(ctypes.Structure):
@@ -243,13 +243,13 @@ class Launch:
         return self.lib.fwd(self.params, self.stream)
 
     def __call__(self, context: str = ""):
-        """Launch once; (o, lse), or KernelError naming the status (`context` is added to its message)."""
+        """Launch once; (o, lse), or LaunchError naming the status (`context` is added to its message)."""
         raise_for_status(self.status(), context)
         return self.o, self.lse
 
 
 def launch(lib: KernelLib, s, inp, o, lse, stream: int | None = None, workspace=None) -> Launch:
-    """Launch once (see Launch); returns the Launch, to call again. Raises KernelError if not ok."""
+    """Launch once (see Launch); returns the Launch, to call again. Raises LaunchError if not ok."""
     call = Launch(lib, s, inp, o, lse, stream, workspace)
     call()
     return call

@@ -9,7 +9,8 @@ per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through pag
 cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
 What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
 cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel file is built once per process (KSEEK_ATTENTION_KERNEL overrides the path).
+The kernel (the folder kernels/fa3_hopper/, or the file it was split from) is built once per process
+(KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a kernel folder).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 
 from .paths import KERNELS
 
-DEFAULT_KERNEL = KERNELS / "fa3_hopper.cu"
+DEFAULT_KERNEL = next((p for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu") if p.exists()),
+                      KERNELS / "fa3_hopper")
 _LIBS: dict[str, object] = {}
 
 
@@ -97,10 +99,10 @@ def _run(call: _Call, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)  # [B, H, Sq]
     try:
         abi.launch(_lib(), call, inp, o, lse)                # on q's device's current stream
-    except abi.KernelUnsupported as e:
+    except abi.Unsupported as e:
         raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
                                   f"({call})") from e
-    except abi.KernelError as e:
+    except abi.LaunchError as e:
         raise RuntimeError(f"kernelseek.attention: {e}") from e
     return (o, lse) if return_lse else o
 

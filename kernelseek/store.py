@@ -11,7 +11,8 @@
       config.json  goal.yaml       its configuration (kernelseek.agent.config) and goal
       trace.jsonl  inbox.jsonl     events and waiting questions, append-only
       workspace/                   the agent's files; nothing there is ever read as a result
-      versions/<sha256>.cu         every kernel version evaluated
+      versions/<sha256>.cu         every kernel version evaluated (versions/<sha256>/ for a kernel
+                                   with local headers or a kernel folder)
       evals/<n>/                   its evaluations, Run folders numbered from 0 in order
       notebooks/                   executed notebooks
 
@@ -250,12 +251,24 @@ class Campaign:
         return self.evals / str(n)
 
     def version_file(self, sha256: str) -> Path:
-        """Where the kernel version with this source hash is kept."""
+        """Where a lone kernel file with this source hash is kept: versions/<sha256>.cu."""
         return self.versions / f"{sha256}.cu"
 
-    def version_files(self, prefix: str = "") -> list[Path]:
-        """Kept kernel versions whose hash starts with `prefix`, by hash."""
-        return sorted(self.versions.glob(f"{prefix}*.cu")) if self.versions.is_dir() else []
+    def version_dir(self, sha256: str) -> Path:
+        """Where a kernel with local headers (or a kernel folder) is kept, laid out as in the workspace."""
+        return self.versions / sha256
+
+    def version_path(self, sha256: str, kernel_name: str) -> Path:
+        """The kept version as the harness builds it: the lone file, else the kernel in its folder."""
+        one = self.version_file(sha256)
+        return one if one.is_file() else self.version_dir(sha256) / kernel_name
+
+    def version_hashes(self, prefix: str = "") -> list[str]:
+        """Hashes of the kept versions that start with `prefix`, sorted (half-written .tmp-* left out)."""
+        if not self.versions.is_dir():
+            return []
+        return sorted({p.name.removesuffix(".cu") for p in self.versions.glob(f"{prefix}*")
+                       if not p.name.startswith(".")})
 
 
 def is_campaign(path: str | Path) -> bool:

@@ -236,7 +236,7 @@ def _check_candidate(job: _Job, kernel_so: str, out: dict):
     try:
         abi.launch(lib, job.s, job.inp, o, lse)
         failure = None
-    except abi.KernelError as e:
+    except abi.LaunchError as e:
         failure = str(e)
     torch.cuda.synchronize()                           # device-wide: other streams count too
     if failure:

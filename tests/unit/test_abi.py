@@ -159,7 +159,7 @@ def test_dense_launch_end_to_end(probe):
     o = torch.zeros(2, 3, 4, 8, dtype=torch.bfloat16)
     lse = torch.zeros(2, 4, 3)
     call = abi.Launch(probe, s, inp, o, lse, stream=0x1234)
-    with pytest.raises(abi.KernelError, match=r"status 5 \(abi mismatch\)") as e:
+    with pytest.raises(abi.LaunchError, match=r"status 5 \(abi mismatch\)") as e:
         call()                                  # the probe returns num_splits: 5 is KSEEK_ERR_ABI
     assert (e.value.code, e.value.status) == (5, "abi mismatch") and not isinstance(e.value, NotImplementedError)
     assert probe.dll.probe_stream() == 0x1234
@@ -275,8 +275,8 @@ def test_status_codes_become_exceptions_named_by_the_status(mini, code, name):
     s, inp, o = _dense(code)
     call = abi.Launch(mini, s, inp, o, None, stream=0)
     assert call.status() == code                               # the raw code, unchanged
-    with pytest.raises(abi.KernelError) as e:
+    with pytest.raises(abi.LaunchError) as e:
         call("during timing")
     assert (e.value.code, e.value.status) == (code, name)
     assert str(e.value) == f"kernel returned status {code} ({name}) during timing"
-    assert isinstance(e.value, NotImplementedError) == (code == 1)   # KernelUnsupported for status 1 only
+    assert isinstance(e.value, NotImplementedError) == (code == 1)   # abi.Unsupported for status 1 only

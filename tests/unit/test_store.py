@@ -127,8 +127,12 @@ def test_campaign_parts_versions_and_listing(tmp_path):
     new.versions.mkdir()
     for sha in ("ab12", "ab34", "cd56"):
         new.version_file(sha).write_text("//")
-    assert [p.stem for p in new.version_files("ab")] == ["ab12", "ab34"]
-    assert new.version_file("cd56") == new.versions / "cd56.cu"
+    new.version_dir("ab56").mkdir()                               # a kernel kept with its headers
+    (new.version_dir("ab56") / "k.cu").write_text("//")
+    (new.versions / ".tmp-ab99-x").mkdir()                        # being written: not a version yet
+    assert new.version_hashes("ab") == ["ab12", "ab34", "ab56"] and len(new.version_hashes()) == 4
+    assert new.version_path("cd56", "k.cu") == new.versions / "cd56.cu"
+    assert new.version_path("ab56", "k.cu") == new.versions / "ab56" / "k.cu"
 
 
 def test_the_committed_campaign_fixture_lists_in_order(tmp_path):
