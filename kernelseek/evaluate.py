@@ -226,6 +226,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
+            note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, ceilings))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
@@ -240,6 +241,16 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     R.save(run, rows, meta)
     store.write_meta(run, meta)
     return run, rows, meta
+
+
+def note_baselines(seen: dict, reply: dict) -> None:
+    """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
+    version string (which says what ran and where it was loaded from), and how many rows it passed
+    or was skipped/failed on, so a run records exactly which baselines took part."""
+    for name, b in (reply.get("baselines") or {}).items():
+        rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
+        rec["version"] = rec["version"] or str(b.get("version") or "")
+        rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
 def _progress(items, on: bool):
