@@ -139,19 +139,46 @@ def load(path: str | Path) -> tuple[list[Row], dict]:
     if p.is_dir():
         p = p / "results.json"
     try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
+        doc = json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(f"{p}: no results file") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): not a KernelSeek results file") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: not valid JSON ({e})") from None
-    if not isinstance(doc, dict) or "rows" not in doc:
-        raise ValueError(f"{p}: field 'rows' missing: not a KernelSeek results file")
+    if not isinstance(doc, dict) or not isinstance(doc.get("rows"), list):
+        raise ValueError(f"{p}: field 'rows' missing or not a list: not a KernelSeek results file")
+    if not isinstance(doc.get("meta", {}), dict):
+        raise ValueError(f"{p}: field 'meta' is not an object")
     rows = []
     for i, d in enumerate(doc["rows"]):
         if not isinstance(d, dict) or "scenario" not in d:
             raise ValueError(f"{p}: rows[{i}] has no field 'scenario'")
+        problem = row_problem(d)
+        if problem:
+            raise ValueError(f"{p}: rows[{i}] ({d.get('scenario')}): {problem}")
         rows.append(Row.from_dict(d))
     return rows, doc.get("meta", {})
+
+
+_KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,)}
+
+
+def row_problem(d: dict) -> str | None:
+    """What is wrong with a row read from a results file (a field of the wrong type, an unknown
+    status), or None. Fields Row does not know are ignored, as Row.from_dict ignores them."""
+    for f in dataclasses.fields(Row):
+        if f.name not in d:
+            continue
+        v, kinds = d[f.name], [k.strip() for k in str(f.type).split("|")]
+        if v is None and "None" in kinds:
+            continue
+        ok = any(isinstance(v, _KINDS[k]) and not (k != "bool" and isinstance(v, bool)) for k in kinds if k in _KINDS)
+        if not ok:
+            return f"field '{f.name}' is {v!r}, expected {' or '.join(kinds)}"
+    if d.get("status", "error") not in STATUSES:
+        return f"field 'status' is {d['status']!r}, expected one of {', '.join(STATUSES)}"
+    return None
 
 
 def to_frame(rows: list[Row]):

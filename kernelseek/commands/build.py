@@ -1,12 +1,13 @@
 """`kernelseek build FILE`: build a kernel file; show its ptxas report and constraint check.
 
-Exit 0 built and allowed, 2 no such file, 3 build failed or refused (or no nvcc).
+Exit 0 built and allowed; 2 no such file, or no nvcc on this machine; 3 the build failed or the
+constraint check refused the kernel (the compiler's output is printed in full).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
+from . import UserError, about, user_input
 from .. import build as B
 from .. import constraints
 
@@ -23,13 +24,12 @@ def register(subparsers) -> None:
 def run(args) -> int:
     src = Path(args.file)
     if not src.is_file():
-        print(f"kernelseek build: {src}: no such file")
-        return 2
-    try:
+        raise UserError(f"{src}: no such file")
+    with user_input(errors=(B.NvccNotFound, ValueError)):     # no nvcc; a bad --arch
+        B.find_nvcc()
+        B.arch_flags(args.arch)
+    with user_input(args.cache_dir, errors=(OSError,)):
         r = B.build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir)
-    except B.NvccNotFound as e:
-        print(f"kernelseek build: {e}")
-        return 3
     if not r.ok:
         print(r.log)
         print(f"BUILD FAILED: {src} ({r.seconds:.1f} s)")

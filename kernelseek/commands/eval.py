@@ -1,12 +1,14 @@
-"""`kernelseek eval KERNEL --grid G`: build, check and time a kernel on a grid against a baseline."""
+"""`kernelseek eval KERNEL --grid G`: build, check and time a kernel on a grid against a baseline.
+
+Every input is checked first (kernel file, grid, scenarios, baseline, timeout, budget, arch), then
+the machine (nvcc, a CUDA GPU): a problem with either is one line and exit 2, before anything is
+built or a run directory is made.
+"""
 from __future__ import annotations
 
-import sys
-
-from . import about
+from . import UserError, about, user_input
 from .. import evaluate as E
 from .. import results as R
-from ..scenarios import GridError
 
 
 def register(subparsers) -> None:
@@ -27,13 +29,14 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
-        run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
-                                         args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                         progress=not args.no_progress)
-    except (GridError, FileNotFoundError, ValueError) as e:
-        print(f"kernelseek eval: {e}", file=sys.stderr)
-        return 2
+    with user_input():
+        E.check_inputs(args.kernel, args.grid, args.baseline, args.scenarios, args.timeout, args.budget, args.arch)
+    problem = E.machine_problem()
+    if problem:
+        raise UserError(problem)
+    run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
+                                     args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
+                                     progress=not args.no_progress)
     if args.json:
         print((run_dir / "results.json").read_text())
     else:

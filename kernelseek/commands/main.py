@@ -1,9 +1,13 @@
-"""`kernelseek main`: the README's main job (evaluate on a GPU, else replay the committed H200 results)."""
+"""`kernelseek main`: the README's main job: evaluate on a GPU, else replay the committed H200 results.
+
+An explicit --kernel or --grid is checked first, even when the job replays (one line, exit 2), and
+so is the folder for the figures; on a GPU machine without nvcc the job stops before building.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
+from . import UserError, about, user_input
 from .. import mainjob
 
 
@@ -17,12 +21,19 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    if args.replay or not mainjob._has_gpu():
-        return mainjob.replay(Path(args.out))
-    from ..evaluate import evaluate, exit_code
+    from ..evaluate import check_inputs, evaluate, exit_code, machine_problem
     repo = mainjob.REPO
     kernel = args.kernel or next(str(p) for p in (repo / "kernels" / "fa3_hopper.cu", repo / "kernels" / "naive_fwd.cu")
                                  if p.exists())
+    with user_input():
+        check_inputs(kernel, args.grid)
+    with user_input(args.out):
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    if args.replay or not mainjob._has_gpu():
+        return mainjob.replay(Path(args.out))
+    problem = machine_problem()
+    if problem:
+        raise UserError(problem)
     run_dir, rows, meta = evaluate(kernel, args.grid, "best", command=f"kernelseek main --grid {args.grid}")
     print(mainjob.describe(run_dir))
     return exit_code(rows)
