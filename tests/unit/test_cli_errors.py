@@ -291,3 +291,10 @@ def test_results_load_names_the_field_at_fault(inputs):
         "field 'row' is True, expected int or None"
     assert results.row_problem({"scenario": "a", "status": "weird"}).startswith("field 'status' is 'weird'")
     assert results.row_problem({"scenario": "a", "status": "passed", "time_ms": 1, "features": {}}) is None
+
+
+def test_the_readme_documents_the_same_exit_codes():
+    import re
+    in_cli = set(re.findall(r"^\s{2}(\d+)\s{2}", EXIT_CODES, re.M))
+    in_readme = set(re.findall(r"^\| (\d+) \|", (ROOT / "README.md").read_text(), re.M))
+    assert in_cli == in_readme == {"0", "1", "2", "3", "4", "5", "141"}
