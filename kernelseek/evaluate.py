@@ -2,6 +2,7 @@
 
     kernelseek eval kernels/naive_fwd.cu --grid bench26 --baseline best
     kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
+    kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
 Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
 rows, derives speedup and rates, flags suspicious results, and writes the run directory
@@ -168,12 +169,14 @@ def check_baseline(spec: str) -> None:
 
 
 def check_inputs(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
-                 timeout_s: float = 300.0, budget_s: float = 0.4, arch: str = "sm_90a") -> list[Scenario]:
+                 timeout_s: float = 300.0, budget_s: float = 0.4, arch: str = "sm_90a",
+                 defines: dict | None = None) -> list[Scenario]:
     """The scenarios an evaluation would run, after checking each input it takes, before anything is
-    built or written. Raises FileNotFoundError or ValueError (GridError) naming the input at fault."""
-    from .build import arch_flags
-    if not Path(kernel).is_file():
-        raise FileNotFoundError(f"kernel file {kernel}: not found")
+    built or written. Raises FileNotFoundError or ValueError (GridError, KernelError) naming the
+    input at fault."""
+    from .build import arch_flags, check_defines, entry_file
+    entry_file(kernel)                    # a .cu file, or a folder holding <name>/<name>.cu
+    check_defines(defines)
     for name, v in (("--timeout", timeout_s), ("--budget", budget_s)):
         if not (isinstance(v, (int, float)) and 0 < v < float("inf")):
             raise ValueError(f"{name} {v}: expected a positive number of seconds")
@@ -216,12 +219,12 @@ def compiler_errors(log: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _build_step(kpath: Path, arch: str, run: Path, meta: dict) -> tuple[str | None, str | None]:
-    """Build the kernel and check its constraints, recording both in the run folder and meta.
-    Returns (the .so path, None) or (None, why every row is refused)."""
+def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict) -> tuple[str | None, str | None]:
+    """Build the kernel (with its defines) and check its constraints, recording both in the run
+    folder and meta. Returns (the .so path, None) or (None, why every row is refused)."""
     from . import build as B
     from . import constraints as C
-    br = B.build(kpath, arch=arch)
+    br = B.build(kpath, arch=arch, defines=defines)
     (run / "build" / "log.txt").write_text(br.log or "")
     (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
     meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
@@ -234,32 +237,38 @@ def _build_step(kpath: Path, arch: str, run: Path, meta: dict) -> tuple[str | No
     return str(br.so_path), None
 
 
+def _start_meta(seed: int) -> dict:
+    """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
+    return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+
+
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "") -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults; bad
-    inputs raise (check_inputs) before the run directory exists."""
-    from .build import source_hash
+             command: str = "", defines: dict | None = None) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
+    (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
+    faults; bad inputs (check_inputs, a bad define) raise before the run directory exists."""
+    from . import build as B
     from .worker import Worker
     t_start = time.perf_counter()
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
-    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch)
-    run = R.new_run_dir(runs_dir, Path(kernel).stem)
-    (run / "build").mkdir()
     kpath = Path(kernel)
-    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
-            "kernel_sha256": source_hash(kpath), "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
-            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # KSEEK_* settings the kernel or the worker read (e.g. a kernel's A/B switch)
-            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines)
+    defines = B.check_defines(defines)
+    run = R.new_run_dir(runs_dir, kpath.stem)
+    (run / "build").mkdir()
+    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
+            "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     t = time.perf_counter()
-    so, refuse = _build_step(kpath, arch, run, meta)
+    so, refuse = _build_step(kpath, arch, defines, run, meta)
     phases["build_s"] = time.perf_counter() - t
     if refuse:
         rows = [R.Row(scenario=s.name, row=s.row, grid=grid, status="refused", reason=refuse,

@@ -15,6 +15,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from kernelseek import results
+from kernelseek.kernel_source import kernel_id
 from kernelseek.results import Row
 from kernelseek.rows import as_rows
 
@@ -23,6 +24,18 @@ from kernelseek.rows import as_rows
 # KSEEK_* settings that belong to the harness, not to the kernel (a run with any other KSEEK_* set,
 # e.g. KSEEK_FA3_BN, measured a variant of its kernel)
 HARNESS_ENV = {"KSEEK_GIT_REV", "KSEEK_CACHE_DIR", "KSEEK_CEILINGS_DIR", "KSEEK_NVCC", "KSEEK_ADVERSARIAL_OUT"}
+
+
+def is_variant(meta: dict) -> bool:
+    """Whether a run measured a variant of its kernel: built with defines (meta build_defines), or,
+    in runs before build variants, with a kernel switch set in KSEEK_* (meta kseek_env)."""
+    return bool(meta.get("build_defines")) or bool(set(meta.get("kseek_env") or {}) - HARNESS_ENV)
+
+
+def same_kernel(a: str | None, b: str | None) -> bool:
+    """Whether two meta "kernel" paths name one kernel (kernel_source.kernel_id: kernels/fa3_hopper.cu
+    of the runs before the split and the folder kernels/fa3_hopper are the same kernel)."""
+    return kernel_id(a) == kernel_id(b)
 
 
 def config_group(r: Row) -> str:
@@ -43,7 +56,7 @@ def config_group(r: Row) -> str:
 def version_label(run: Path, meta: dict) -> str:
     """A run's kernel version: its folder name's suffix after the kernel's stem (data/runs/ names
     runs <gpu>-<grid>-<time>-<kernel>-<tag>), else the source hash's first 8 hex digits."""
-    stem = Path(meta.get("kernel") or "").stem
+    stem = Path(kernel_id(meta.get("kernel"))).name
     m = re.search(re.escape(stem) + r"-(.+)$", Path(run).name) if stem else None
     return m.group(1) if m else str(meta.get("kernel_sha256") or "?")[:8]
 
@@ -60,9 +73,9 @@ def history(runs: Iterable[Path], kernel: str | None = None) -> pd.DataFrame:
     per: dict[str, list[dict]] = {}
     variants = 0
     for p, rows, meta in loaded:
-        if meta.get("kernel") != kernel:
+        if not same_kernel(meta.get("kernel"), kernel):
             continue
-        if set(meta.get("kseek_env") or {}) - HARNESS_ENV:
+        if is_variant(meta):
             variants += 1
             continue
         timed = [r for r in rows if r.status == "passed" and r.speedup is not None]
@@ -102,7 +115,7 @@ def format_history(df: pd.DataFrame) -> str:
                      f"{f(r['worst']):>6} | " + " | ".join(f"{f(r.get(g)):>{k}}" for g, k in zip(groups, w)))
     n = df.attrs.get("variants_left_out")
     if n:
-        lines.append(f"({n} variant run(s) with kernel switches in KSEEK_* left out)")
+        lines.append(f"({n} variant run(s) left out: build defines, or kernel switches in KSEEK_*)")
     return "\n".join(lines)
 
 

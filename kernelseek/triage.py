@@ -28,7 +28,7 @@ import pandas as pd
 
 from kernelseek.compare import (DEFAULT_NOISE, REPEAT_TOLERANCE, compare, format_compare,  # noqa: F401
                                 format_repeatability, p10_speedups, repeatability)
-from kernelseek.history import (HARNESS_ENV, campaign_evals, config_group, format_history,  # noqa: F401
+from kernelseek.history import (HARNESS_ENV, campaign_evals, config_group, format_history, is_variant, same_kernel,  # noqa: F401
                                 history, timeline, version_label)
 from kernelseek.results import Row
 from kernelseek.rows import as_rows, deficit_summary, is_timed, row_class  # noqa: F401

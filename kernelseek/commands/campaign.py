@@ -14,7 +14,8 @@ from ..agent.config import load as load_config
 
 
 def _config_args(p) -> None:
-    p.add_argument("--kernel", required=True)
+    p.add_argument("--kernel", required=True, help="the starting kernel: a .cu file (copied with the local "
+                   "headers it includes) or a kernel folder <name>/ (copied as a folder)")
     p.add_argument("--grid", default="bench26")
     p.add_argument("--baseline", default="best")
     p.add_argument("--scenarios")
@@ -94,7 +95,7 @@ def _check_config(a) -> None:
     """The inputs of a new campaign, before any folder is made: kernel, grid, goal, budget."""
     from ..goal import load_goal
     from ..scenarios import load_grid, select
-    existing(a.kernel, "kernel file")
+    existing(a.kernel, "kernel file or folder")
     if a.goal:
         existing(a.goal, "goal file")
         with user_input(a.goal):

@@ -105,7 +105,7 @@ CASES: dict[str, list] = {
                  (["campaign", "status", "{T}/emptydir"], 2, "emptydir: no config.json"),
                  (["campaign", "resume", "{T}/missing"], 2, "missing: no such campaign directory"),
                  (["campaign", "restore", "{T}/emptydir", "1"], 2, "emptydir: no config.json"),
-                 (["campaign", "run", "--kernel", "{T}/none.cu"], 2, "none.cu: no such kernel file"),
+                 (["campaign", "run", "--kernel", "{T}/none.cu"], 2, "none.cu: no such kernel file or folder"),
                  (["campaign", "run", "--kernel", K, "--goal", "{T}/goal.yaml"], 2, "goal.yaml: not valid YAML"),
                  (["campaign", "run", "--kernel", K, "--grid", "{T}/latin.yaml"], 2, "latin.yaml"),
                  (["campaign", "run", "--kernel", K, "--steps", "0"], 2, "--steps 0"),
