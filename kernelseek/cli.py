@@ -20,12 +20,12 @@ VERBS = {
     "main": "the README's main job: evaluate on a GPU, else replay the committed H200 results",
     "eval": "build, check and time a kernel on a grid against a baseline",
     "grid": "list a grid's scenarios with FLOPs and bytes",
-    "build": "build a kernel file and show its ptxas report and constraint check",
+    "build": "build a kernel (a .cu file or a folder) and show its ptxas report and constraint check",
     "show": "print the results table and summary of a run directory",
     "triage": "which rows and feature groups bring the geometric mean down",
     "bounds": "time against the roofline bound; time outside the kernel",
     "ceilings": "measure this GPU's matrix rates, bandwidth and launch overhead",
-    "profile": "Nsight Compute on one scenario; SASS instruction mix",
+    "profile": "Nsight Compute on one command (after --), its report parsed per kernel",
     "sass": "instruction mix of a built kernel, or the difference of two",
     "bank": "the question bank: lint, list, ask",
     "goal": "the goal verdict on a run directory (exit 0 only when met)",
@@ -66,7 +66,8 @@ def verb_module(verb: str):
 
 def parser() -> argparse.ArgumentParser:
     return Parser(
-        prog="kernelseek", description="Question-driven GPU kernel optimization.",
+        prog="kernelseek", usage="kernelseek [-h] VERB [ARGS ...]   (kernelseek VERB --help: its options)",
+        description="Question-driven GPU kernel optimization.",
         epilog="verbs:\n" + "\n".join(f"  {v:9} {h}" for v, h in VERBS.items()) + "\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
 
@@ -84,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"kernelseek: unknown {what} {verb!r}; the verbs are {', '.join(VERBS)} (see `kernelseek --help`)",
               file=sys.stderr)
         return EXIT_INPUT
-    verb_module(verb).register(top.add_subparsers(dest="verb", metavar="VERB"))
+    verb_module(verb).register(top.add_subparsers(dest="verb", metavar="VERB", prog="kernelseek"))
     try:
         args = top.parse_args(argv)
     except SystemExit as e:   # --help (0) or a usage error (2, its one line already printed)
