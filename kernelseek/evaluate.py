@@ -10,7 +10,6 @@ rows, derives speedup and rates, flags suspicious results, and writes the run di
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
@@ -20,9 +19,10 @@ import time
 from pathlib import Path
 
 from . import results as R
+from . import store
+from .paths import REPO
 from .scenarios import Scenario, load_grid, select
 
-REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
@@ -225,8 +225,7 @@ def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict) ->
     from . import build as B
     from . import constraints as C
     br = B.build(kpath, arch=arch, defines=defines)
-    (run / "build" / "log.txt").write_text(br.log or "")
-    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
+    store.write_build(run, br.log or "", br.ptxas)
     meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
     if not br.ok:
         return None, "build failed: " + compiler_errors(br.log)
@@ -261,7 +260,6 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines)
     defines = B.check_defines(defines)
     run = R.new_run_dir(runs_dir, kpath.stem)
-    (run / "build").mkdir()
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
             "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
@@ -275,9 +273,9 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                       features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
         meta["wall_s"] = time.perf_counter() - t_start
         R.save(run, rows, meta)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -295,6 +293,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
+            note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, ceilings))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
@@ -307,8 +306,18 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     R.save(run, rows, meta)
-    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    store.write_meta(run, meta)
     return run, rows, meta
+
+
+def note_baselines(seen: dict, reply: dict) -> None:
+    """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
+    version string (which says what ran and where it was loaded from), and how many rows it passed
+    or was skipped/failed on, so a run records exactly which baselines took part."""
+    for name, b in (reply.get("baselines") or {}).items():
+        rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
+        rec["version"] = rec["version"] or str(b.get("version") or "")
+        rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
 def _progress(items, on: bool):

@@ -4,10 +4,9 @@ A folder that is not a campaign directory, or an empty question, is one line, ex
 """
 from __future__ import annotations
 
-from pathlib import Path
-
 from . import UserError, about, existing, user_input
 from .. import inbox
+from ..store import Campaign
 
 
 def register(subparsers) -> None:
@@ -24,5 +23,5 @@ def run(args) -> int:
     existing(args.run, "campaign directory")
     with user_input(args.run):
         rec = inbox.ask(args.run, args.question, source=args.source)
-    print(f"queued as inbox line {rec['line']} of {Path(args.run) / inbox.INBOX}")
+    print(f"queued as inbox line {rec['line']} of {Campaign(args.run).inbox}")
     return 0

@@ -11,6 +11,7 @@ from . import UserError, about, user_input
 from .. import evaluate as E
 from .. import results as R
 from ..kernel_source import format_defines, parse_defines
+from ..store import Run
 
 
 def register(subparsers) -> None:
@@ -45,7 +46,7 @@ def run(args) -> int:
                                      args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
                                      progress=not args.no_progress, defines=defines)
     if args.json:
-        print((run_dir / "results.json").read_text())
+        print(Run(run_dir).results_file.read_text())
     else:
         print(R.format_table(rows))
         if meta.get("build_defines"):

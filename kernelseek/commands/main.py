@@ -10,6 +10,7 @@ from pathlib import Path
 from . import UserError, about, user_input
 from .. import mainjob
 from ..kernel_source import format_defines, parse_defines
+from ..paths import KERNELS
 
 
 def register(subparsers) -> None:
@@ -26,9 +27,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..evaluate import check_inputs, evaluate, exit_code, machine_problem
-    kernels = mainjob.REPO / "kernels"
-    kernel = args.kernel or next(str(p) for p in (kernels / "fa3_hopper", kernels / "fa3_hopper.cu",
-                                                  kernels / "naive_fwd.cu") if p.exists())
+    kernel = args.kernel or next(str(p) for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu",
+                                                  KERNELS / "naive_fwd.cu") if p.exists())
     with user_input():
         defines = parse_defines(args.define)
         check_inputs(kernel, args.grid, defines=defines)

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from . import UserError, about, existing, needs_subcommand, user_input
 from .. import analytics, traces
+from ..paths import TRACES
 
 
 def register(subparsers) -> None:
@@ -26,8 +27,7 @@ def register(subparsers) -> None:
 
 
 def _import(args) -> int:
-    out = Path(args.out) if args.out else Path(__file__).resolve().parents[2] / "data" / "traces" / \
-        (Path(args.session).stem + ".jsonl")
+    out = Path(args.out) if args.out else TRACES / (Path(args.session).stem + ".jsonl")
     existing(args.session, "session file")
     if out.exists():
         raise UserError(f"{out} exists; choose another --out")

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from . import UserError, about, user_input
 from .. import compare as CMP
-from .. import history, results
+from .. import history, results, store
 from .. import triage as T
 
 
@@ -33,8 +33,8 @@ def _load(path) -> list:
 
 def run(args) -> int:
     target = Path(args.run_dir)
-    if (target / "evals").is_dir():
-        evs = history.campaign_evals(target)
+    if store.Campaign(target).evals.is_dir():
+        evs = store.campaign_evals(target)
         if not evs:
             raise UserError(f"{target}: no evaluations under evals/")
         for ev in evs:
