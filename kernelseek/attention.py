@@ -1,4 +1,4 @@
-"""FlashAttention-3-compatible Python API over our kernel (kernels/fa3_hopper.cu by default).
+"""FlashAttention-3-compatible Python API over our kernel (the kernels/fa3_hopper folder by default).
 
     from kernelseek.attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
@@ -9,7 +9,7 @@ per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through pag
 cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
 What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
 cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel file is built once per process (KSEEK_ATTENTION_KERNEL overrides the path).
+The kernel (a file or a kernel folder) is built once per process (KSEEK_ATTENTION_KERNEL overrides the path).
 """
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = REPO / "kernels" / "fa3_hopper.cu"
+DEFAULT_KERNEL = REPO / "kernels" / "fa3_hopper"   # a kernel folder (built from fa3_hopper/fa3_hopper.cu)
 _LIBS: dict[str, object] = {}
 
 

@@ -150,7 +150,7 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
 
 def register(sub) -> None:
     p = sub.add_parser("main", help="evaluate on a GPU, else replay the committed H200 results")
-    p.add_argument("--kernel", help="kernel file (default: kernels/fa3_hopper.cu if present, else naive_fwd.cu)")
+    p.add_argument("--kernel", help="kernel file or folder (default: kernels/fa3_hopper if present, else naive_fwd.cu)")
     p.add_argument("--grid", default="bench26")
     p.add_argument("--out", default="out", help="where figures go")
     p.add_argument("--replay", action="store_true", help="replay even when a GPU is present")
@@ -164,7 +164,7 @@ def _main(args) -> int:
     if args.replay or not _has_gpu():
         return replay(Path(args.out))
     from .evaluate import evaluate, exit_code
-    kernel = args.kernel or next(str(p) for p in (REPO / "kernels" / "fa3_hopper.cu", REPO / "kernels" / "naive_fwd.cu")
+    kernel = args.kernel or next(str(p) for p in (REPO / "kernels" / "fa3_hopper", REPO / "kernels" / "naive_fwd.cu")
                                  if p.exists())
     run, rows, meta = evaluate(kernel, args.grid, "best", command=f"kernelseek main --grid {args.grid}")
     print(describe(run))

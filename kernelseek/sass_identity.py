@@ -41,9 +41,14 @@ _RES = re.compile(r"^\s*Function\s+(\S+):\s*$")
 
 def listings(path: str | Path) -> dict[str, list[tuple[str, str, str, str]]]:
     """Mangled kernel name -> [(address, text, encoding word 1, encoding word 2)] from cuobjdump -sass."""
+    return parse_listing(sass(path))
+
+
+def parse_listing(text: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """listings() of a cuobjdump -sass text: each instruction line, then its control word's line."""
     out: dict[str, list] = {}
     cur, pending = None, None
-    for ln in sass(path).splitlines():
+    for ln in text.splitlines():
         if m := _FUNC.match(ln):
             cur = m.group(1)
             out[cur] = []
@@ -94,12 +99,14 @@ def resources(path: str | Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def records(path: str | Path) -> dict[str, dict]:
+def records(path: str | Path, with_dropped: bool = False) -> dict[str, dict]:
     """key -> {mangled, demangled, sha256, instructions, resources, lines} for every kernel of a
-    build (.so/.cubin), or as stored in a reference .json (without lines)."""
+    build (.so/.cubin), or the "kernels" of a reference .json (without lines; with_dropped: and
+    its "dropped")."""
     path = Path(path)
     if path.suffix == ".json":
-        return json.loads(path.read_text())["kernels"]
+        doc = json.loads(path.read_text())
+        return {**doc["kernels"], **(doc.get("dropped", {}) if with_dropped else {})}
     lst, res = listings(path), resources(path)
     names = list(lst)
     out = {}
@@ -148,12 +155,13 @@ def table(rows: list[dict]) -> str:
 
 def write_reference(build: str | Path, out: str | Path, drop: list[str] = (), note: str = "",
                     flags: str = "", nvcc: str = "") -> dict:
-    """Write the records of `build` (minus keys matching any `drop` regex) to `out` as JSON."""
-    recs = records(build)
-    kept = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in recs.items()
-            if not any(re.search(d, k) for d in drop)}
+    """Write the records of `build` to `out` as JSON: under "kernels" those the reference is about,
+    under "dropped" those whose key matches a `drop` regex (kept for other checks)."""
+    recs = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in records(build).items()}
+    gone = {k for k in recs if any(re.search(d, k) for d in drop)}
     doc = {"source": str(build), "note": note, "nvcc": nvcc, "flags": flags, "drop": list(drop),
-           "dropped": sorted(set(recs) - set(kept)), "kernels": kept}
+           "kernels": {k: r for k, r in recs.items() if k not in gone},
+           "dropped": {k: r for k, r in recs.items() if k in gone}}
     Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
 
@@ -164,6 +172,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new", nargs="?", help="the build to compare with OLD")
     ap.add_argument("--diff", action="append", default=[], help="print the normalised listing diff of the "
                     "kernels whose key contains this text (both sides must be builds)")
+    ap.add_argument("--with-dropped", action="store_true", help="OLD is a reference .json: compare NEW's "
+                    "kernels with its dropped kernels too, and list only those NEW has (a variant build)")
     ap.add_argument("--write", help="write OLD's records to this .json (no comparison)")
     ap.add_argument("--drop", action="append", default=[], help="with --write: leave out keys matching this regex")
     ap.add_argument("--note", default="", help="with --write: a note stored in the file")
@@ -176,7 +186,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.new:
         ap.error("NEW is required unless --write is given")
-    old, new = records(a.old), records(a.new)
+    old, new = records(a.old, a.with_dropped), records(a.new)
+    if a.with_dropped:
+        old = {k: v for k, v in old.items() if k in new}
     rows = compare(old, new)
     print(table(rows))
     for pat in a.diff:
