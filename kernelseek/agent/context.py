@@ -34,10 +34,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .. import traces
+from ..store import TOOL_OUTPUTS
 from .conversation import conversation_events, rebuild, request_messages, with_cache
 
 DEFAULT_BYTES_PER_TOKEN = 3.0
-OUTPUTS = Path(".kseek") / "outputs"
+OUTPUTS = Path(TOOL_OUTPUTS)
 
 
 # ---- 1. bounded tool output --------------------------------------------------------------------

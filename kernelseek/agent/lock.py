@@ -21,7 +21,8 @@ import sys
 import time
 from pathlib import Path
 
-LOCK_NAME = "lock"
+from ..store import Campaign
+
 
 
 class CampaignLocked(OSError):
@@ -41,7 +42,7 @@ def pid_alive(pid) -> bool:
 class CampaignLock:
     def __init__(self, root):
         self.root = Path(root)
-        self.path = self.root / LOCK_NAME
+        self.path = Campaign(self.root).lock
         self.fd: int | None = None
         self.previous: dict | None = None     # a dead holder's record, when taken over
 
