@@ -94,7 +94,7 @@ def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, 
 def _started(root: Path) -> bool:
     """Whether the loop began (a start event in the trace): from then on the folder is a record."""
     from . import traces
-    return any(e.get("type") == "start" for e in traces.read(root / "trace.jsonl"))
+    return any(e.get("type") == "start" for e in traces.read(store.Campaign(root).trace))
 
 
 def _run_one(cfg_dict: dict, campaigns_dir: str, campaign_id: str, gpus: list | None, kernel_name: str) -> dict:

@@ -65,8 +65,8 @@ def refusal(campaign_dir, source: str) -> str | None:
     None; a folder without a readable config.json is not refused (it may be a run or a Claude Code
     campaign)."""
     try:
-        arm = json.loads((Path(campaign_dir) / "config.json").read_text()).get("arm")
-    except (OSError, ValueError, AttributeError):
+        arm = Campaign(campaign_dir).read_config().get("arm")
+    except (OSError, ValueError):
         return None
     heard = HEARS.get(arm, None)
     if heard is None or source in heard:
