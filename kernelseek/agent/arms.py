@@ -40,6 +40,22 @@ class Arm:
     def observe(self, loop) -> list[Injection]:
         return []
 
+    def inbox_injections(self, loop) -> list[Injection]:
+        """The inbox lines waiting for the agent whose source this arm hears (a person's question is
+        logged as a `question` event; the bank logged its own when it fired)."""
+        out = []
+        for rec in inbox.pending(self.paths.root):
+            src = rec.get("source", "cli")
+            if not self.accepts(src):
+                continue
+            meta = {"inbox_line": rec["line"], "source": src}
+            meta.update({k: rec[k] for k in ("bank_id", "moment") if rec.get(k)})
+            if src != "bank":
+                loop.emit("question", text=rec["text"], source=src, moment=rec.get("moment"),
+                          bank_id=rec.get("bank_id"), inbox_line=rec["line"])
+            out.append(Injection(rec["text"], "bank" if src == "bank" else "human", meta))
+        return out
+
 
 class Bare(Arm):
     name = "bare"

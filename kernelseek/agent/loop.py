@@ -30,18 +30,16 @@ from __future__ import annotations
 import dataclasses
 import json
 import platform
-import shutil
-import subprocess
-import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from .. import inbox, traces
+from .. import traces
 from .api import ApiFailure, Caller, MissingKey, PromptTooLong, make_client
-from .arms import Injection, make_arm
+from .arms import make_arm
 from .budget import Budget, Spend, session_seconds
 from .config import Paths, check_config, load
+from .host import host_info
 from .context import Policy, bytes_per_token
 from .conversation import outgoing, rebuild, trailing_drops
 from .lock import CampaignLock, pid_alive
@@ -76,18 +74,6 @@ class Outcome:
         return (f"{self.campaign.name}: {'goal met' if self.met else 'stopped'} ({self.reason}); "
                 f"{self.evaluations} evaluations, best geomean {gm}; steps {self.spend.steps}, "
                 f"${self.spend.dollars:.2f}")
-
-
-def gpu_name() -> str | None:
-    smi = shutil.which("nvidia-smi")
-    if not smi:
-        return None
-    try:
-        out = subprocess.run([smi, "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=20).stdout.strip().splitlines()
-        return out[0].strip() if out else None
-    except (OSError, subprocess.TimeoutExpired):
-        return None
 
 
 def _text(t: str) -> list[dict]:
@@ -156,6 +142,9 @@ class Loop:
             self.killed("SIGINT")
             raise
         finally:
+            n = kill_groups(in_workspace(self.paths.workspace))   # what tools left running in the background
+            if n:
+                self.emit("note", text=f"killed {n} process(es) the tools left running in the workspace")
             self.lock.release()
 
     def killed(self, name: str) -> None:
@@ -169,9 +158,8 @@ class Loop:
         if last_stop is not None and (last_stop.get("met") or Spend.from_events(self.events).exceeded(self.budget)):
             self.log(f"campaign already stopped: {last_stop.get('reason')}")
             return self.outcome(last_stop.get("reason", ""), bool(last_stop.get("met")))
-        info = dict(git_rev=_git_rev(), gpu=gpu_name(), sandbox=self.sandbox.protection, api=self.cfg.base_url or DEFAULT_API,
-                    arm=self.cfg.arm, model=self.cfg.model, budget=self.budget.to_dict(), host=platform.node(),
-                    python=sys.version.split()[0])
+        info = dict(host_info(), sandbox=self.sandbox.protection, api=self.cfg.base_url or DEFAULT_API,
+                    arm=self.cfg.arm, model=self.cfg.model, budget=self.budget.to_dict())
         if not started:
             self.emit("start", config=self.cfg.to_dict(), system=self.system, tools=[t["name"] for t in TOOLS], **info)
             self.emit("message", role="user", author="harness",
@@ -269,7 +257,7 @@ class Loop:
         return self.budget.wall_s - session_seconds(self.events) - max(0.0, running)
 
     def deliver(self) -> None:
-        for inj in self.arm.observe(self) + self.inbox_injections():
+        for inj in self.arm.observe(self) + self.arm.inbox_injections(self):
             self.emit("message", role="user", author=inj.author, content=_text(inj.text), **inj.meta)
             if "inbox_line" in inj.meta:
                 self.emit("inbox_consumed", line=inj.meta["inbox_line"])
@@ -373,20 +361,6 @@ class Loop:
         self.log(f"goal not met: {msg[:200]}")
         return False
 
-    def inbox_injections(self) -> list[Injection]:
-        out = []
-        for rec in inbox.pending(self.paths.root):
-            src = rec.get("source", "cli")
-            if not self.arm.accepts(src):
-                continue
-            meta = {"inbox_line": rec["line"], "source": src}
-            meta.update({k: rec[k] for k in ("bank_id", "moment") if rec.get(k)})
-            if src != "bank":      # a person's question: the bank arm logged its own when it fired
-                self.emit("question", text=rec["text"], source=src, moment=rec.get("moment"),
-                          bank_id=rec.get("bank_id"), inbox_line=rec["line"])
-            out.append(Injection(rec["text"], "bank" if src == "bank" else "human", meta))
-        return out
-
     def _last_assistant(self) -> int:
         for i in range(len(self.events) - 1, -1, -1):
             if self.events[i].get("type") == "message" and self.events[i].get("role") == "assistant":
@@ -398,11 +372,6 @@ class Loop:
         gms = [e["geomean"] for e in evs if traces.passed_full(e)]
         return Outcome(self.paths.root, reason, met, Spend.from_events(self.events), len(evs),
                        max(gms) if gms else None)
-
-
-def _git_rev() -> str:
-    from ..evaluate import git_revision
-    return git_revision()
 
 
 def run_campaign(root, **kw) -> Outcome:

@@ -148,3 +148,14 @@ def test_an_evaluation_cannot_outlive_the_wall_budget(tmp_path):
     res = events(root, "tool_result")[0]
     assert res["is_error"] and "wall-time budget ran out during this evaluate call" in res["output"]
     assert not alive(started[0]) and not events(root, "evaluation")
+
+
+def test_processes_a_tool_left_in_the_background_end_with_the_campaign(tmp_path):
+    script = [turn(tool("shell", command="nohup sleep 60 > /dev/null 2>&1 & echo $! > bg.pid")),
+              turn(text("Done for now."), stop="end_turn")]
+    with FakeAPI(script, key=KEY) as api:
+        root = make(tmp_path, api.base_url, sandbox="none", budget={"steps": 2})
+        Loop(root, log=quiet).run()
+    pid = int((root / "workspace" / "bg.pid").read_text())
+    wait_for(lambda: not alive(pid), 5)
+    assert "killed 1 process(es) the tools left running" in events(root, "note")[-1]["text"]
