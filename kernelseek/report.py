@@ -3,10 +3,11 @@
     kernelseek report runs/<id> [--compare runs/<other>] [--ceilings FILE] [--out DIR] [--no-code]
 
 Executes notebooks/gap_triage.ipynb and notebooks/bounds.ipynb with the run as parameter into
-RUN/notebooks/ (or --out), then writes <name>.html beside each executed <name>.ipynb. Given a
-campaign directory (with evals/), it reports the latest evaluation against the one before it, into
-the campaign's notebooks/. The kernel is
-"python3" (ipykernel); it finds this checkout's kernelseek through PYTHONPATH.
+out/report/<run name>/ under the working directory (or --out), then writes <name>.html beside each
+executed <name>.ipynb. Given a campaign directory (with evals/), it reports the latest evaluation
+against the one before it, into out/report/<campaign name>/. It never writes into the run or
+campaign it reads (committed runs under data/runs/ stay as they are). The kernel is "python3"
+(ipykernel); it finds this checkout's kernelseek through PYTHONPATH.
 """
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 NOTEBOOKS_DIR = ROOT / "notebooks"
+OUT = Path("out") / "report"          # under the working directory, like `kernelseek main`'s out/
 REPORT_NOTEBOOKS = ("gap_triage", "bounds")
 KERNEL = "python3"
 
@@ -56,19 +58,19 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
            code: bool = True) -> list[Path]:
     """Execute and render the report notebooks for one run; returns the HTML files written."""
     run = Path(run).resolve()
+    out_dir = Path(out_dir) if out_dir else OUT / (run.parent.name if run.is_file() else run.name)
     if (run / "evals").is_dir():                     # a campaign: the latest evaluation vs the one before
         from kernelseek.triage import campaign_evals
         evs = campaign_evals(run)
         if not evs:
             raise FileNotFoundError(f"{run}: no evaluations under evals/")
-        out_dir = out_dir or run / "notebooks"
         if compare is None and len(evs) > 1:
             run, compare = evs[-2], evs[-1]
         else:
             run = evs[-1]
     if not (run / "results.json").exists() and not (run.is_file() and run.suffix == ".json"):
         raise FileNotFoundError(f"{run}: no results.json (not a run directory)")
-    out_dir = Path(out_dir).resolve() if out_dir else (run if run.is_dir() else run.parent) / "notebooks"
+    out_dir = out_dir.resolve()
     params = {"run": str(run), "compare": str(Path(compare).resolve()) if compare else None}
     out = []
     for name in notebooks:
@@ -84,7 +86,7 @@ def register(sub) -> None:
     p.add_argument("run", help="a run directory (with results.json), or a campaign directory")
     p.add_argument("--compare", metavar="RUN2", help="a later run to compare against RUN")
     p.add_argument("--ceilings", metavar="FILE", help="a ceilings JSON (default: by the run's GPU)")
-    p.add_argument("--out", metavar="DIR", help="where to write (default RUN/notebooks/)")
+    p.add_argument("--out", metavar="DIR", help="where to write (default out/report/<RUN's name>/)")
     p.add_argument("--no-code", action="store_true", help="leave the code cells out of the HTML")
     p.set_defaults(func=_cli)
 
