@@ -11,6 +11,7 @@ import dataclasses
 import json
 import math
 import os
+import textwrap
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -195,4 +196,18 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
         + (f"  n/a {s['na']}" if s["na"] else "")
         + (f"  suspicious {s['suspicious']}" if s["suspicious"] else "")
     )
-    return "\n".join(lines)
+    return "\n".join(lines + table_notes(rows))
+
+
+def table_notes(rows: list[Row]) -> list[str]:
+    """The footnote printed under format_table: what each column means and why a row is flagged."""
+    notes = ["columns: err/bound = our max error / the allowed error (passes at <= 1); ms = our time per call "
+             "(median, host work included); baseline = the library timed beside it; base ms = its time per call; "
+             "speedup = base ms / ms (above 1: we are faster); TFLOP/s, GB/s = our FLOPs and minimum bytes per second."]
+    flagged = [r for r in rows if r.suspicious]
+    if flagged:
+        notes.append("SUSPICIOUS = a result too good to trust unchecked (a gain above the flag line that the kernel "
+                     "time confirms, or a rate above the GPU's measured ceiling); check the benchmark before "
+                     "believing it: " + "; ".join(f"{f'row {r.row}' if r.row is not None else r.scenario}: "
+                                                  f"{r.suspicious_reason or 'flagged'}" for r in flagged))
+    return [textwrap.fill(n, 115, subsequent_indent="  ") for n in notes]

@@ -87,10 +87,11 @@ class Console:
         tl = triage.timeline(evs)
         self.bounds = self._bounds()
         title = f"evaluation {evs[-1].name}: speedup per row"
-        self.figures = {"triage": _png(plots.speedup_bars(self.rows, title=title)),
-                        "timeline": _png(plots.timeline_plot(tl))}
+        run = f"{self.campaign.name}/evals/{evs[-1].name}"
+        self.figures = {"triage": _png(plots.speedup_bars(self.rows, title=title, meta=self.meta, run=run)),
+                        "timeline": _png(plots.timeline_plot(tl, meta=self.meta))}
         if self.bounds is not None:
-            self.figures["bounds"] = _png(plots.sol_bars(self.bounds))
+            self.figures["bounds"] = _png(plots.sol_bars(self.bounds, meta=self.meta, run=run))
         cols = ["eval", "label", "geomean", "worst_speedup", "passed", "scenarios"]
         self.state.update(evals=len(evs), latest=str(evs[-1]), summary=results.summarize(self.rows),
                           triage=tri.summary, refreshes=self.state["refreshes"] + 1,
