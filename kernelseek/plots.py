@@ -138,7 +138,7 @@ def speedup_bars(table: Any, title: str | None = None, meta: dict | None = None,
     if any(r.suspicious for r in rows):
         handles.append(Line2D([], [], marker="*", color=FAIL, markersize=10, ls="none",
                               label="SUSPICIOUS: gain too large to trust unchecked"))
-    ax.legend(handles=handles, fontsize=7.5, loc="upper left")
+    ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _titles(fig, ax, title or "Speedup per row against the baseline", caption(meta, run, rows))
     return fig
 
@@ -229,7 +229,7 @@ def sol_bars(table: Any, ceilings: dict | None = None, meta: dict | None = None,
                   "or memory (bytes at the read bandwidth)", fontsize=8)
     ax.set_ylabel("fraction of the roofline bound\n(bound ms / measured ms; 1 = at the ceiling)")
     ax.set_ylim(0, max(1.1, max([h(v) for v in df["sol_candidate"]] + [h(v) for v in df["sol_baseline"]]) * 1.08))
-    ax.legend(fontsize=7.5, loc="upper left")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     cap = caption(meta, run, rows)
     if ceilings:
         cap += f" | ceilings {ceilings.get('gpu', '?')}: bf16 {ceilings.get('bf16_tflops', 0):.0f} TFLOP/s, " \
@@ -250,7 +250,7 @@ def sol_compare(both: pd.DataFrame, before: str, after: str, meta: dict | None =
     _row_ticks(ax, [row_name(r, s) for r, s in zip(both["row"], both["scenario"])])
     ax.set_xlabel("scenario (grid row and name)")
     ax.set_ylabel("fraction of the roofline bound\n(bound ms / measured ms)")
-    ax.legend(fontsize=7.5, loc="upper left")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _titles(fig, ax, title or "Fraction of the roofline bound, before and after", caption(meta))
     return fig
 

@@ -22,7 +22,7 @@ TABLE_COLUMNS = ["row", "scenario", "status", "time_ms", "baseline", "baseline_m
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     return buf.getvalue()
 
 
@@ -269,7 +269,8 @@ class Console:
             f"<b>{_esc(st['campaign'] or 'no campaign')}</b>: {st['evals']} evaluation(s); latest passed "
             f"{s.get('passed', 0)}/{s.get('scenarios', 0)}, geomean {f'{gm:.3f}x' if gm else 'n/a'}, at parity "
             f"{s.get('at_parity', 0)}/{s.get('timed', 0)} <small>(refresh {st['refreshes']}, {_now()})</small>")
-        ui["plots"].children = [w.Image(value=png, format="png", layout=w.Layout(width="32%", min_width="320px"))
+        # each figure at its own size (its labels stay readable), shrunk only to fit the page's width
+        ui["plots"].children = [w.Image(value=png, format="png", layout=w.Layout(max_width="100%", height="auto"))
                                 for png in self.figures.values()]
         df = results.to_frame(self.rows) if self.rows else None
         ui["table"].value = "" if df is None else df[[c for c in TABLE_COLUMNS if c in df]].to_html(
