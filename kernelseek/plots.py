@@ -342,5 +342,5 @@ def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title
     ax.set_xlabel("SASS instruction family")
     ax.set_ylabel("static instruction count\n(instructions in the binary, not executed)")
     ax.set_title(title or "SASS instruction mix per build")
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=8, title="build", title_fontsize=8)
     return fig
