@@ -26,7 +26,7 @@ from typing import Any
 
 import pandas as pd
 
-from kernelseek.triage import as_rows
+from kernelseek.rows import as_rows
 
 CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", Path(__file__).resolve().parent.parent / "data" / "ceilings"))
 FALLBACK_GPU = "NVIDIA_H200"

@@ -60,7 +60,7 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
     run = Path(run).resolve()
     out_dir = Path(out_dir) if out_dir else OUT / (run.parent.name if run.is_file() else run.name)
     if (run / "evals").is_dir():                     # a campaign: the latest evaluation vs the one before
-        from kernelseek.triage import campaign_evals
+        from kernelseek.history import campaign_evals
         evs = campaign_evals(run)
         if not evs:
             raise FileNotFoundError(f"{run}: no evaluations under evals/")

@@ -4,7 +4,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import about
-from .. import profile as P
+from .. import sass as P
 
 
 def register(subparsers) -> None:
