@@ -10,8 +10,7 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent      # this checkout (the install is editable)
-COMMITTED = REPO / "data" / "runs"
+from .mainjob import COMMITTED, REPO                 # the checkout and its data/runs/ (the install is editable)
 
 
 def repo_path(p) -> Path | None:
@@ -37,11 +36,8 @@ def repo_glob(pattern: str) -> list[str]:
 
 
 def _gpu(run: Path) -> str:
-    import json
-    try:
-        meta = json.loads((run / "results.json").read_text()).get("meta", {})
-    except (OSError, ValueError):
-        return ""
+    from .mainjob import _meta
+    meta = _meta(run)
     return str((meta.get("env") or {}).get("gpu") or meta.get("gpu") or "")
 
 
