@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from .bank_slots import SLOTS, bound_fractions, fields, fill, values  # noqa: F401 (bank.values etc.)
+from .paths import BANK
 
 GROUPS = ("measurement check", "bound differencing", "benchmark validity", "gap triage",
           "agent process", "challenge a limit", "strategy options", "hypothesis check",
@@ -29,7 +30,7 @@ LAYERS = ("host", "launch", "kernel", "instruction", "memory hierarchy", "benchm
 TIERS = ("core", "compare", "arch")
 ARCHS = ("hopper", "blackwell")
 PROVENANCE = ("authored", "mined", "confirmed")
-BANK_DIR = Path(os.environ.get("KERNELSEEK_BANK") or Path(__file__).resolve().parent.parent / "bank")
+BANK_DIR = Path(os.environ.get("KERNELSEEK_BANK") or BANK)
 RECENT = 2      # groups of the last RECENT questions are asked from last
 
 
@@ -103,13 +104,15 @@ _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 def read_yaml(path: Path):
     """Parse one YAML file keeping line numbers; raises BankError naming file:line."""
     try:
-        return yaml.load(Path(path).read_text(), Loader=_LineLoader)  # noqa: S506 (safe loader)
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LineLoader)  # noqa: S506 (safe loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0
         raise BankError(path, line, f"YAML error: {e.problem or e}") from None
     except OSError as e:
         raise BankError(path, 0, f"cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise BankError(path, 0, f"not UTF-8 text (byte {e.start})") from None
 
 
 # ---- loading ---------------------------------------------------------------------------------

@@ -323,7 +323,7 @@ def history_plot(hist: pd.DataFrame, title: str | None = None, meta: dict | None
     cap = caption({k: v for k, v in (meta or {}).items() if k in ("grid", "baseline", "env")})
     left = hist.attrs.get("variants_left_out")
     if left:
-        cap += f" | {left} variant run(s) (kernel switches set) left out"
+        cap += f" | {left} variant run(s) (build defines or kernel switches) left out"
     _titles(fig, ax, title or f"{kernel}: speedup per version", cap)
     return fig
 
