@@ -10,7 +10,7 @@ from __future__ import annotations
 import glob
 from pathlib import Path
 
-from .mainjob import COMMITTED, REPO                 # the checkout and its data/runs/ (the install is editable)
+from .paths import DATA_RUNS as COMMITTED, REPO     # the checkout and its committed runs (data/runs/)
 
 
 def repo_path(p) -> Path | None:
