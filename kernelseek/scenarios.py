@@ -18,9 +18,8 @@ from typing import Any
 import numpy as np
 import yaml
 
-from .paths import GRIDS
+from .paths import GRIDS as GRID_DIR  # the built-in grids (kernelseek/grids)
 
-GRID_DIR = GRIDS
 DTYPES = ("bf16", "fp16", "fp8")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 

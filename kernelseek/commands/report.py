@@ -12,7 +12,6 @@ from . import UserError, about, existing, user_input
 from .. import report as RP
 from .. import results, store
 from ..bounds import load_ceilings
-from ..history import campaign_evals
 
 
 def register(subparsers) -> None:
@@ -28,7 +27,7 @@ def register(subparsers) -> None:
 def _check_inputs(args) -> None:
     run = existing(args.run, "run or campaign directory")
     if store.Campaign(run).evals.is_dir():
-        runs = campaign_evals(run)
+        runs = store.campaign_evals(run)
         if not runs:
             raise UserError(f"{run}: no evaluations under evals/")
     else:
