@@ -24,7 +24,8 @@ import subprocess
 from pathlib import Path
 
 from .build import demangle
-from .profile import _need, sass
+from .cudatools import need_tool as _need
+from .sass import sass
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
 _INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-f]+)\s*\*/\s*$")
