@@ -26,6 +26,7 @@ VERBS = {
     "sass": ("kernelseek.profile", "instruction mix of a built kernel, or the difference of two"),
     "bank": ("kernelseek.bank", "the question bank: lint, list"),
     "goal": ("kernelseek.goal", "the goal verdict on a run directory (exit 0 only when met)"),
+    "review": ("kernelseek.review", "review a flagged row, so the goal can count it (or --list)"),
     "hook": ("kernelseek.hooks", "Claude Code hooks (stop)"),
     "init": ("kernelseek.hooks", "add KernelSeek's Stop hook to a project's .claude/settings.json"),
     "campaign": ("kernelseek.campaign", "run, resume, matrix, restore or show agent campaigns"),
