@@ -59,6 +59,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
               "time_p90_ms", "kernel_ms", "host_ms", "sync_ms"):
         setattr(row, k, reply.get(k))
+    row.runcheck = reply.get("runcheck") or ""
     bl = reply.get("baselines") or {}
     row.baselines = bl
     _pick_baseline(row, bl, reply)
@@ -150,8 +151,11 @@ def exit_code(rows: list[R.Row]) -> int:
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "") -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults."""
+             command: str = "", defence: bool = True) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults.
+
+    defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
+    code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost."""
     from . import build as B
     from . import constraints as C
     from .worker import Worker
@@ -198,7 +202,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         (run / "meta.json").write_text(json.dumps(meta, indent=1))
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    w = Worker(cmd=worker_cmd, log_path=run / "worker.log", extra_env=_defence_env(so, defence, meta))
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -214,7 +218,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             if hasattr(bar, "set_postfix_str"):
                 bar.set_postfix_str(s.name[:30])
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
-                   "seed": seed, "check_only": check_only, "budget_s": budget_s}
+                   "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence}
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
@@ -223,6 +227,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     finally:
         w.close()
     meta["worker_restarts"] = w.restarts
+    meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
     meta["wall_s"] = wall
@@ -232,6 +237,34 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     R.save(run, rows, meta)
     (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return run, rows, meta
+
+
+def _defence_env(so: str | None, on: bool, meta: dict) -> dict:
+    """The worker's environment for the run-time check: its shim, built here once (or off)."""
+    if not on:
+        return {"KSEEK_RUNCHECK": "0"}
+    env = {"KSEEK_RUNCHECK": "1"}
+    try:
+        from .runcheck import build_shim
+        env["KSEEK_TRUST_SHIM"] = str(build_shim())
+        if so:
+            from .cubins import own_code
+            own = own_code(so)                          # cached beside the .so for the worker
+            meta["own_code"] = {"cubins": len(own.cubins), "kernels": sum(len(c.kernels) for c in own.cubins.values())}
+    except Exception as e:                              # the worker then reports it unavailable
+        meta["runcheck_build"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return env
+
+
+DEFENCE_PHASES = ("defence_refresh", "defence_verify", "defence_traps", "runcheck")
+
+
+def _defence_meta(on: bool, info: dict, rows: list, agg: dict) -> dict:
+    """The defence's state and cost: seconds in total and per row, by phase."""
+    n = max(1, sum(r.time_ms is not None for r in rows))
+    cost = {k: round(agg.get(k, 0.0), 3) for k in DEFENCE_PHASES}
+    return {"on": on, "runcheck": info.get("runcheck", "unknown"), "cost_s": cost,
+            "cost_per_timed_row_s": round(sum(cost.values()) / n, 3)}
 
 
 def _progress(items, on: bool):
@@ -258,6 +291,9 @@ def register(sub) -> None:
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--arch", default="sm_90a")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-defence", action="store_true",
+                   help="time the old way (fixed input sets, no verification, no run-time code check): "
+                        "only to measure what the defence costs; such results are never trusted")
     p.set_defaults(func=_cli)
 
 
@@ -265,7 +301,7 @@ def _cli(args) -> int:
     try:
         run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                    args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress)
+                                   progress=not args.no_progress, defence=not args.no_defence)
     except (GridError, FileNotFoundError, ValueError) as e:
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2

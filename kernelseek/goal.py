@@ -175,8 +175,8 @@ class RowVerdict:
         tag = f"#{self.row}" if self.row is not None else "-"
         sp = f"{self.speedup:.3f}x" if self.speedup is not None else "n/a"
         rel = ">=" if self.speedup is not None and self.speedup >= self.minimum else "<"
-        tail = f"{sp} {rel} {self.minimum:.2f}" if self.status == "passed" and self.speedup is not None \
-            else self.why
+        tail = f"{sp} {rel} {self.minimum:.2f}" + (f" ({self.why})" if self.why else "") \
+            if self.status == "passed" and self.speedup is not None else self.why
         src = f" ({self.source})" if self.source != "default" else ""
         flag = f" [{self.flag}]" if self.flag else ""
         return f"  {'ok  ' if self.ok else 'FAIL'} {tag:>4} {self.scenario[:40]:40} {tail}{src}{flag}"
@@ -239,6 +239,8 @@ def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "",
             ok, why = False, "no speedup (n/a: " + (r.baseline_reason or r.baseline_status)[:50] + ")"
         else:
             ok, why = r.speedup >= mn, ""
+        if ok and (getattr(r, "runcheck", "") or "").startswith(("unavailable", "off")):
+            ok, why = False, f"not trusted: run-time code check {r.runcheck[:80]}"
         if r.suspicious:
             rev = covering(list(reviews), meta.get("kernel_sha256"), r)
             if rev is None:

@@ -58,8 +58,9 @@ class Row:
     baseline_tflops: float | None = None
     flops: float | None = None
     min_bytes: float | None = None
-    suspicious: bool = False
+    suspicious: bool = False            # flagged for review (a surprising speedup): not met until reviewed
     suspicious_reason: str = ""
+    runcheck: str = ""                  # the run-time code check: ok | refused | off | unavailable: why
 
     @classmethod
     def from_dict(cls, d: dict) -> "Row":

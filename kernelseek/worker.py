@@ -30,14 +30,15 @@ _EOF = "\x00<eof>"                                   # sentinel: the child close
 class Worker:
     """A restartable child process; `request()` never raises for anything the child does."""
 
-    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None):
+    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None,
+                 extra_env: dict | None = None):
         self.cmd = cmd or [sys.executable, "-m", "kernelseek.worker"]
         if env is None:                                    # FA4 compiles per shape: keep them on disk
             env = dict(os.environ)
             env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
             env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
                            str(Path.home() / ".cache" / "kernelseek" / "fa4"))
-        self.env = env
+        self.env = {**env, **(extra_env or {})}
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
@@ -164,6 +165,7 @@ def _meta() -> dict:
 def _scenario(req: dict) -> dict:
     import torch
     from . import abi, baselines, timing
+    from .defence import Defence, SetPool
     from .check import check_output
     from .inputs import alloc_outputs, make_inputs
     from .reference import attention_ref
@@ -188,6 +190,7 @@ def _scenario(req: dict) -> dict:
         phases[name] = phases.get(name, 0.0) + (t1 - t0)
         t0 = t1
 
+    guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     inp = make_inputs(s, seed, device=dev, gen_device=dev)
     mark("inputs")
     ref32 = attention_ref(s, inp, "fp32")
@@ -198,10 +201,11 @@ def _scenario(req: dict) -> dict:
     # ---- candidate: poisoned outputs, one checked call ----
     lib = None
     if req.get("kernel_so"):
-        lib = abi.load(req["kernel_so"])
+        lib = guard.load(abi, req["kernel_so"])
         o, lse = alloc_outputs(s, inp)
-        ws = _workspace(lib, abi, s, inp, o, lse)
-        rc = lib.fwd(abi.make_params(s, inp, o, lse, ws), torch.cuda.current_stream().cuda_stream)
+        with guard.window():                               # the candidate's own code only (runcheck.py)
+            ws = _workspace(lib, abi, s, inp, o, lse)
+            rc = lib.fwd(abi.make_params(s, inp, o, lse, ws), torch.cuda.current_stream().cuda_stream)
         torch.cuda.synchronize()                           # device-wide: other streams count too
         if rc != 0:
             out.update(status="error", reason=f"kernel returned status {rc} ({abi.STATUS.get(rc, '?')})")
@@ -240,54 +244,55 @@ def _scenario(req: dict) -> dict:
     if check_only or out["status"] != "passed" and not bound:
         return out
 
-    # ---- timing: fresh input sets, rotated; candidate and baselines interleaved ----
-    n_sets = timing.sets_needed(s.min_bytes())
-    sets = [make_inputs(s, seed + 1 + i, device=dev, gen_device=dev) for i in range(n_sets)]
-    impls = {}
-    cand_outs = []
-    if lib is not None and out["status"] == "passed":
-        for st in sets:
-            o, lse = alloc_outputs(s, st)
-            ws = _workspace(lib, abi, s, st, o, lse)
-            cand_outs.append((o, lse, abi.make_params(s, st, o, lse, ws), ws))
-        stream = torch.cuda.current_stream().cuda_stream
+    # ---- timing: input sets with fresh content per batch (defence.py); interleaved ----
+    stream = torch.cuda.current_stream().cuda_stream
+    cand_ok = lib is not None and out["status"] == "passed"
 
+    def cand_outputs(st):
+        o, lse = alloc_outputs(s, st)
+        with guard.window():
+            ws = _workspace(lib, abi, s, st, o, lse)
+        return o, lse, abi.make_params(s, st, o, lse, ws), ws
+
+    def bind_all(st):
+        calls = {}
+        for name, b in list(bound.items()):
+            try:
+                calls[name] = b.bind(s, st).call
+            except Exception as e:
+                if pool.base.get(name):                   # bound before: time it on that set again
+                    calls[name] = pool.base[name][-1]
+                    continue
+                out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+                bound.pop(name)
+        return calls
+
+    pool = SetPool(s, seed, dev, lambda i: make_inputs(s, seed + 1 + i, device=dev, gen_device=dev),
+                   cand_outputs if cand_ok else None, bind_all)
+    for _ in range(timing.sets_needed(s.min_bytes())):
+        pool.add()
+    impls = {}
+    if cand_ok:
         def cand(i):
-            rc = lib.fwd(cand_outs[i][2], stream)
+            rc = lib.fwd(pool.cand[i][2], stream)
             if rc != 0:
                 raise RuntimeError(f"kernel returned status {rc} during timing")
         impls["candidate"] = cand
-    for name, b in bound.items():
-        try:
-            calls = [b.bind(s, st).call for st in sets]
-            impls[name] = (lambda cs: (lambda i: cs[i]()))(calls)
-        except Exception as e:
-            out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+    for name in list(bound):
+        impls[name] = (lambda calls: (lambda i: calls[i]()))(pool.base[name])
+
+    def verify(st, o, lse):
+        return check_output(s, o, lse, attention_ref(s, st, "fp32"), attention_ref(s, st, "lowp"))
     mark("timing_setup")
-    res = timing.time_interleaved(impls, n_sets, budget_s=float(req.get("budget_s", 0.4)))
+    res = timing.time_interleaved(impls, len(pool.sets), budget_s=float(req.get("budget_s", 0.4)),
+                                  hooks=guard.hooks(pool, verify))
     mark("timing")
-    if cand_outs:
-        # Same pointers, new values: a kernel that caches results by pointer or shape, or skips
-        # work after its first call, now returns stale numbers (the check sees them).
-        fresh = make_inputs(s, seed + 10_000, device=dev, gen_device=dev)
-        for name in ("q", "k", "v", "sinks", "q_descale", "k_descale", "v_descale"):
-            dst = getattr(sets[0], name, None)
-            if dst is not None:
-                dst.copy_(getattr(fresh, name))
-        del fresh
-        o0, lse0 = cand_outs[0][0], cand_outs[0][1]
-        # finite but wrong values (not NaN: a kernel must not recognize a checked call by its poison)
-        o0.copy_(torch.rand_like(o0, dtype=torch.float32).mul_(4).sub_(2).to(o0.dtype))
-        if lse0 is not None:
-            lse0.uniform_(-3.0, 3.0)
-        impls["candidate"](0)
-        torch.cuda.synchronize()
-        r32 = attention_ref(s, sets[0], "fp32")
-        rlp = attention_ref(s, sets[0], "lowp")
-        c = check_output(s, o0, lse0, r32, rlp)
-        if not c.passed:
-            _fail(out, "after timing, with the inputs changed in place (same pointers), "
-                       f"the output is wrong (stale or skipped work?): {c.reason}")
+    if cand_ok:
+        # Same pointers, new values, then near repeats: a kernel that answers from memory (by
+        # pointer or by content) returns stale numbers, and the check sees them (defence.py).
+        guard.after_timing(pool, lambda: impls["candidate"](0), verify)
+        for why in guard.failures:
+            _fail(out, why)
         t = res.get("candidate")
         if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
             _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
@@ -332,15 +337,19 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
         reply_fd = os.dup(1)
         os.dup2(2, 1)
     reply = os.fdopen(reply_fd, "w", buffering=1)
+    from . import defence
+    defence.start_monitor()                               # before CUDA loads any module (runcheck.py)
     for line in inp:
         if not line.strip():
             continue
         exit_after = False
+        op = None
         try:
             req = json.loads(line)
             op = req.get("op")
             if op == "meta":
                 ans = _meta()
+                ans["runcheck"] = defence.monitor_state()
             elif op == "scenario":
                 ans = _scenario(req)
             elif op == "exit":
@@ -352,6 +361,11 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
             ans = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:500]}", "traceback": tb[-1500:]}
             msg = str(e).lower()
             exit_after = "cuda" in msg or "illegal" in msg or "accelerator" in msg
+        if op == "scenario":                              # what ran decides, even after an error
+            try:
+                ans = defence.Defence.end(ans)
+            except Exception as e:
+                ans.update(status="error", reason=f"run-time check failed: {type(e).__name__}: {e}")
         if exit_after:
             ans["_exit"] = True                           # a sticky CUDA error: ask for a fresh worker
         reply.write(json.dumps(ans, default=_jsonable) + "\n")
