@@ -6,8 +6,9 @@ the child process that owns the GPU:
     d = Defence.begin(req)             a scenario starts: its settings, the candidate's own code
     lib = d.load(so)                   dlopen inside the run-time check's window
     with d.window(): ...               a candidate call (checked, trap) inside the window
-    pool = d.pool(...); hooks = d.hooks(pool, ...)   the input sets and timing's hooks (timing.py)
-    d.after_timing(pool, out)          the in-place check and the near-repeat traps
+    pool = SetPool(...); hooks = d.hooks(pool, verify)   the input sets and timing's hooks (timing.py)
+    d.after_timing(pool, call0, verify)   the in-place check and the near-repeat traps
+    graph_timing(d, pool, hooks, ...)  CUDA-graph replay time, refreshed and verified between replays
     Defence.end(reply)                 the reply: the run-time check's verdict, the defence's cost
 With `"defence": false` in the request (kernelseek eval --no-defence) timing runs the old loop
 (rotation over fixed sets, no refresh, no verification, no traps) and no code check is made; only
@@ -150,6 +151,29 @@ class Defence:
 def _sync() -> None:
     if torch.cuda.is_available():
         torch.cuda.synchronize()
+
+
+def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dict:
+    """The candidate's CUDA-graph replay time on up to 8 of the pool's sets, refreshed and verified
+    between replays like eager batches (timing.time_graph). {"graph_ms": ...} or {"graph_note": why};
+    a wrong replayed output lands in d.failures."""
+    def make_call(stream_handle):
+        def call(i):
+            rc = lib.fwd(pool.cand[i][2], stream_handle)
+            if rc != 0:
+                raise RuntimeError(f"kernel returned status {rc} on the capture stream")
+        return call
+    n = min(len(pool.sets), 8)
+    if isinstance(hooks, DefenceHooks):
+        hooks.verified = 0
+    before = len(d.failures)
+    try:
+        ms, p10, p90 = timing.time_graph(make_call, n, hooks)
+    except RuntimeError as e:
+        return {"graph_note": str(e)}
+    for k in range(before, len(d.failures)):
+        d.failures[k] = "in CUDA-graph replay (fixed pointers, content refreshed between replays): " + d.failures[k]
+    return {"graph_ms": ms, "graph_p10_ms": p10, "graph_p90_ms": p90}
 
 
 class _Window(timing.Hooks):

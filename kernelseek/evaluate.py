@@ -57,7 +57,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     row.status = reply.get("status", "error")
     row.reason = reply.get("reason", "")
     for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
-              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms"):
+              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms"):
         setattr(row, k, reply.get(k))
     row.runcheck = reply.get("runcheck") or ""
     bl = reply.get("baselines") or {}
@@ -151,11 +151,12 @@ def exit_code(rows: list[R.Row]) -> int:
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "", defence: bool = True) -> tuple[Path, list[R.Row], dict]:
+             command: str = "", defence: bool = True, graph: bool = False) -> tuple[Path, list[R.Row], dict]:
     """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults.
 
     defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
-    code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost."""
+    code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
+    graph: also time the candidate's CUDA-graph replay (graph_ms), refreshed and verified likewise."""
     from . import build as B
     from . import constraints as C
     from .worker import Worker
@@ -218,7 +219,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             if hasattr(bar, "set_postfix_str"):
                 bar.set_postfix_str(s.name[:30])
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
-                   "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence}
+                   "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence,
+                   "graph": graph}
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
@@ -294,6 +296,7 @@ def register(sub) -> None:
     p.add_argument("--no-defence", action="store_true",
                    help="time the old way (fixed input sets, no verification, no run-time code check): "
                         "only to measure what the defence costs; such results are never trusted")
+    p.add_argument("--graph", action="store_true", help="also time the candidate's CUDA-graph replay (graph_ms)")
     p.set_defaults(func=_cli)
 
 
@@ -301,7 +304,8 @@ def _cli(args) -> int:
     try:
         run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                    args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress, defence=not args.no_defence)
+                                   progress=not args.no_progress, defence=not args.no_defence,
+                                   graph=args.graph)
     except (GridError, FileNotFoundError, ValueError) as e:
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2

@@ -40,6 +40,7 @@ class Row:
     kernel_ms: float | None = None      # device time of the kernels alone
     host_ms: float | None = None        # host wall time per call (launch + host work)
     sync_ms: float | None = None        # host wall per call until the whole device is idle
+    graph_ms: float | None = None       # per call in CUDA-graph replay (eval --graph), content refreshed
     # baseline
     baseline: str | None = None         # winning baseline's name
     baseline_version: str | None = None

@@ -327,3 +327,47 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
                            sync_ms=statistics.median(synced[name]),
                            calls=sum(k[name] for _ in xs), batches=len(xs))
     return out
+
+
+def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, hooks: Hooks | None = None,
+               name: str = "candidate", replays: int = 20) -> tuple[float, float, float]:
+    """Per-call time of CUDA-graph replay (ms): median, p10, p90 over `replays` replays.
+
+    One graph holds one call on each of the n_sets input sets, captured once (fixed pointers:
+    `make_call(stream_handle)` gives call(set) launching on the capture stream). Before every
+    replay hooks.before_batch refreshes the content of all n_sets sets and flushes the L2, outside
+    the events; after it hooks.after_batch verifies a sampled call's output. So a replay never sees
+    content seen before, and a kernel that captured a shortcut (a copy of an old answer, nothing at
+    all) returns stale output there. Raises RuntimeError when the calls cannot be captured."""
+    import torch
+    hooks = hooks or Hooks()
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    call = make_call(side.cuda_stream)
+    sets = list(range(n_sets))
+    with torch.cuda.stream(side), hooks.window(name):
+        for i in sets:                                    # warm on the capture stream
+            call(i)
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    try:
+        with hooks.window(name), torch.cuda.graph(g, stream=side):
+            for i in sets:
+                call(i)
+    except Exception as e:
+        torch.cuda.synchronize()
+        raise RuntimeError(f"the calls could not be captured in a CUDA graph: {type(e).__name__}: {str(e)[:200]}") from None
+    xs = []
+    with steady_host():
+        for r in range(replays):
+            hooks.before_batch(name, sets)
+            torch.cuda.synchronize()
+            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            a.record()
+            g.replay()                                     # the harness's graph: outside the window
+            b.record()
+            b.synchronize()
+            torch.cuda.synchronize()
+            xs.append(a.elapsed_time(b) / n_sets)
+            hooks.after_batch(name, sets, r, r == replays - 1)
+    return statistics.median(xs), _quantile(xs, 0.1), _quantile(xs, 0.9)

@@ -8,7 +8,9 @@ request starts a fresh one. Nothing the candidate does reaches the parent's memo
 
 Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
           {"op": "scenario", "scenario": {...}, "kernel_so": path|None, "baseline": spec, "seed": int,
-           "check_only": bool, "budget_s": float, "stand_in": bool} -> fields of a results Row.
+           "check_only": bool, "budget_s": float, "stand_in": bool, "defence": bool, "graph": bool}
+          -> fields of a results Row (defence.py: the defences; graph: also the candidate's
+          CUDA-graph replay time).
 Run by hand: `python -m kernelseek.worker` and type requests.
 """
 from __future__ import annotations
@@ -165,7 +167,7 @@ def _meta() -> dict:
 def _scenario(req: dict) -> dict:
     import torch
     from . import abi, baselines, timing
-    from .defence import Defence, SetPool
+    from .defence import Defence, SetPool, graph_timing
     from .check import check_output
     from .inputs import alloc_outputs, make_inputs
     from .reference import attention_ref
@@ -284,13 +286,15 @@ def _scenario(req: dict) -> dict:
     def verify(st, o, lse):
         return check_output(s, o, lse, attention_ref(s, st, "fp32"), attention_ref(s, st, "lowp"))
     mark("timing_setup")
-    res = timing.time_interleaved(impls, len(pool.sets), budget_s=float(req.get("budget_s", 0.4)),
-                                  hooks=guard.hooks(pool, verify))
+    hooks = guard.hooks(pool, verify)
+    res = timing.time_interleaved(impls, len(pool.sets), budget_s=float(req.get("budget_s", 0.4)), hooks=hooks)
     mark("timing")
     if cand_ok:
         # Same pointers, new values, then near repeats: a kernel that answers from memory (by
         # pointer or by content) returns stale numbers, and the check sees them (defence.py).
         guard.after_timing(pool, lambda: impls["candidate"](0), verify)
+        if req.get("graph") and not guard.failures:       # graph replay: same refresh and verification
+            out.update(graph_timing(guard, pool, hooks, lib))
         for why in guard.failures:
             _fail(out, why)
         t = res.get("candidate")

@@ -27,7 +27,7 @@ REPO = ADV_DIR.parent.parent
 GRID = ADV_DIR / "grid.yaml"
 STATUSES = ("passed", "failed", "error", "timeout", "refused")
 # Reasons only the checks after the timing loop give: such kernels must be timed alone.
-TIMING_GUARDS = ("stale or skipped work", "work escapes the timed stream")
+TIMING_GUARDS = ("stale or skipped work", "work escapes the timed stream", "CUDA-graph replay")
 
 _TAG = re.compile(r"^//\s*(TRICK|EXPECT|HOLE|CLOSED):\s*(.*)$")
 _STATUS = re.compile(r"\bstatus=(\w+)")

@@ -268,7 +268,7 @@ def test_which_kernels_may_share_the_gpu():
             "blas_dlopen", "python_escape", "blas_hidden"} <= decided
     # these are caught (or passed) by timing-dependent guards: they must run alone
     assert not decided & {"other_stream", "cache_result", "skip_repeat", "poison_sense", "awkward_tail",
-                          "control_honest", "memo_host", "memo_gpu", "cutlass_free", "nocublas"}
+                          "control_honest", "memo_host", "memo_gpu", "memo_graph", "cutlass_free", "nocublas"}
 
 
 # ---- a committed GPU run ----------------------------------------------------------------------------
