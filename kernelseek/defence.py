@@ -42,6 +42,7 @@ def start_monitor() -> str:
         _monitor_note = "off (KSEEK_RUNCHECK=0)"
         return _monitor_note
     try:
+        import torch  # noqa: F401  (first: its libcupti, if it links one, is then the one we use)
         from .runcheck import Monitor
         _monitor = Monitor.start(os.environ.get("KSEEK_TRUST_SHIM") or None)
         _monitor_note = f"on: {_monitor.cupti}; {_monitor.note}"
@@ -94,9 +95,10 @@ class Defence:
             reply["runcheck"] = _monitor_note
             return reply
         t = time.perf_counter()
-        reasons = d.monitor.check(d.own) if d.own is not None else []
+        reasons, weak = d.monitor.check(d.own) if d.own is not None else ([], 0)
         reply.setdefault("phases_s", {})["runcheck"] = reply["phases_s"].get("runcheck", 0.0) + time.perf_counter() - t
-        reply["runcheck"] = "refused" if reasons else "ok"
+        reply["runcheck"] = "refused" if reasons else (
+            f"ok (by kernel-name set for {weak} launches: the driver gave CUPTI no cubin)" if weak else "ok")
         if reasons:
             reply["status"] = "refused"
             shown = "; ".join(reasons[:4]) + (f"; and {len(reasons) - 4} more" if len(reasons) > 4 else "")

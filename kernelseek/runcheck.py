@@ -184,18 +184,32 @@ def judge(launches: list[Launch], modules: dict[int, Module], own: OwnCode) -> l
         if "HostFunc" in L.api or L.ret != 0:        # host code, or a launch that did not happen
             continue
         verdict = attribute(L, modules, own)
-        if verdict:
+        if verdict and verdict != BY_NAMES:
             reasons[f"kernel {_short(L.name)} ran {where}: {verdict}"] = None
     return list(reasons)
 
 
+def by_names(launches: list[Launch], modules: dict[int, Module], own: OwnCode) -> int:
+    """How many candidate launches were attributed by kernel-name set only (a weaker check)."""
+    return sum(1 for L in launches if (L.in_window or L.other_thread) and L.ret == 0 and "Launch" in L.api
+               and not any(k in L.api for k, _ in _NOT_ALLOWED) and attribute(L, modules, own) == BY_NAMES)
+
+
+BY_NAMES = "by name set"      # attribute()'s answer when only the kernel-name set could be compared
+
+
 def attribute(L: Launch, modules: dict[int, Module], own: OwnCode) -> str | None:
-    """None when the launched kernel is the candidate's own code; else what it is."""
+    """None when the launched kernel is the candidate's own code; BY_NAMES when its module's code was
+    not recorded (the driver gave CUPTI no cubin) but the module's kernel-name set is exactly one of
+    the candidate's cubins'; else what it is (a reason)."""
     defining = [m for m in modules.values() if L.name in m.kernels]
     if L.module_sig not in ("-", ""):                 # the CUmodule's identity narrows it down
         exact = [m for m in defining if m.names_sha256 == L.module_sig]
         defining = exact or defining
     if not defining:
+        if L.module_sig not in ("-", "") and any(c.names_sha256 == L.module_sig and L.name in c.kernels
+                                                 for c in own.cubins.values()):
+            return BY_NAMES
         return "no loaded module defines it (its module was never seen loading): not the candidate's code"
     mine = [m for m in defining if own.owns_cubin(m.sha256) or own.owns_code(m.kernels[L.name])]
     if len(mine) == len(defining):
@@ -260,8 +274,10 @@ class Monitor:
         parse_modules(self._take("kt_take_modules"), self.modules)
         return parse_launches(self._take("kt_take_launches"))
 
-    def check(self, own: OwnCode) -> list[str]:
-        return judge(self.take(), self.modules, own)
+    def check(self, own: OwnCode) -> tuple[list[str], int]:
+        """(reasons to refuse, launches attributed by kernel-name set only) since the last take."""
+        launches = self.take()
+        return judge(launches, self.modules, own), by_names(launches, self.modules, own)
 
     @contextlib.contextmanager
     def activity(self, out: dict):

@@ -187,12 +187,44 @@ static int parse_cubin(const uint8_t* img, size_t size, text_t* out, char names_
   return 0;
 }
 
-// For tests and for Python callers: the function table of one cubin, as text (free with kt_free).
+// The kernels of a loaded image: an ELF cubin, or a fatbin (magic 0xBA55ED50) whose uncompressed
+// ELF entries are parsed one by one (their F lines together; the name set covers all of them).
+static int parse_image(const uint8_t* img, size_t size, text_t* out, char names_sha[65], int* nfunc) {
+  if (size < 16 || *(const uint32_t*)img != 0xBA55ED50u) return parse_cubin(img, size, out, names_sha, nfunc);
+  int total = 0, rc = -6;
+  size_t off = 0;
+  sha256_t all;
+  sha_init(&all);
+  while (off + 16 <= size && *(const uint32_t*)(img + off) == 0xBA55ED50u) {
+    const uint16_t hsize = *(const uint16_t*)(img + off + 6);
+    const uint64_t fsize = *(const uint64_t*)(img + off + 8);
+    size_t p = off + hsize, end = off + hsize + fsize;
+    if (end > size) break;
+    while (p + 16 <= end) {
+      const uint16_t kind = *(const uint16_t*)(img + p);
+      const uint32_t ehs = *(const uint32_t*)(img + p + 4);
+      const uint64_t psize = *(const uint64_t*)(img + p + 8);
+      if (p + ehs + psize > end) break;
+      if (kind == 2 && psize >= 4 && !memcmp(img + p + ehs, ELFMAG, SELFMAG)) {
+        char sub[65];
+        int n = 0;
+        if (parse_cubin(img + p + ehs, psize, out, sub, &n) == 0) rc = 0, total += n, sha_update(&all, sub, 64);
+      }
+      p += ehs + psize;
+    }
+    off = (end + 7) & ~(size_t)7;
+  }
+  sha_hex(&all, names_sha);
+  *nfunc = total;
+  return rc;
+}
+
+// For tests and for Python callers: the kernel table of one cubin or fatbin, as text (free with kt_free).
 char* kt_function_table(const void* img, size_t size) {
   text_t t = {0}, body = {0};
   char names_sha[65], cub[65];
   int nf = 0;
-  int rc = parse_cubin((const uint8_t*)img, size, &body, names_sha, &nf);
+  int rc = parse_image((const uint8_t*)img, size, &body, names_sha, &nf);
   sha_of(img, size, cub);
   text_add(&t, "M %s %zu %d %s %d\n", cub, size, nf, names_sha, rc);
   if (body.p) text_add(&t, "%s", body.p);
@@ -291,7 +323,7 @@ static void on_module(const CUpti_ResourceData* rd, CUpti_CallbackId cbid) {
     text_t body = {0};
     char names_sha[65], cub[65];
     int nf = 0;
-    int rc = parse_cubin((const uint8_t*)md->pCubin, md->cubinSize, &body, names_sha, &nf);
+    int rc = parse_image((const uint8_t*)md->pCubin, md->cubinSize, &body, names_sha, &nf);
     sha_of(md->pCubin, md->cubinSize, cub);
     text_add(&modules, "M %u %s %zu %d %s %d\n", md->moduleId, cub, md->cubinSize, nf, names_sha, rc);
     if (body.p) text_add(&modules, "%s", body.p);

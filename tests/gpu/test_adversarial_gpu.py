@@ -223,7 +223,7 @@ def test_the_run_time_check_ran_and_passed_every_honest_row(runs):
             assert str(r["meta"]["defence"].get("runcheck", "")).startswith("on"), (exp.name, r["meta"]["defence"])
         if exp.honest:
             for row in r["rows"]:
-                assert row.runcheck == "ok", (exp.name, row.scenario, row.runcheck, row.reason)
+                assert row.runcheck.startswith("ok"), (exp.name, row.scenario, row.runcheck, row.reason)
 
 
 def test_the_hidden_blas_call_is_named(runs):

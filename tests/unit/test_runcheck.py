@@ -211,6 +211,30 @@ def test_graphs_unknown_modules_threads_and_failed_launches(world):
     assert judge([L("?", api="cuLaunchHostFunc")], mods, own) == []
 
 
+def test_a_module_without_recorded_code_is_attributed_by_its_name_set_only_when_it_is_ours(world):
+    """Where the driver gave CUPTI no cubin, a launch whose module's kernel-name set is exactly one of
+    the candidate's cubins' passes, counted as weaker (by_names); any other set is refused."""
+    mods, own = world
+    mine = next(iter(mods[1].kernels))
+    only = {k: v for k, v in mods.items() if k != 1}          # the candidate's module left unrecorded
+    launch = L(mine, mods[1].names_sha256)
+    assert judge([launch], only, own) == [] and runcheck.by_names([launch], only, own) == 1
+    assert judge([L(mine, "0" * 64)], only, own)                 # another name set: refused
+    assert runcheck.by_names([launch], mods, own) == 0            # recorded code: the strong check
+
+
+def test_the_c_parser_reads_a_whole_fatbin(shim, sos):
+    """If the driver hands CUPTI the fatbin instead of the cubin, its ELF entries are parsed."""
+    from elftools.elf.elffile import ELFFile
+    with sos["naive_fwd"].open("rb") as f:
+        fat = ELFFile(f).get_section_by_name(".nv_fatbin").data()
+    head, c_kernels = c_table(shim, fat)
+    py = {}
+    for img in cubins.extract_cubins(sos["naive_fwd"]):
+        py.update(cubins.kernel_table(img).kernels)
+    assert head[-1] == "0" and c_kernels == py and len(py) == 6
+
+
 def test_launch_and_module_text_round_trip():
     text = ("L 7 1 0 drv 307 cuLaunchKernel 0x5 0x6 " + "a" * 64 + " 3 0 42 _Z1kv\n"
             "L 8 0 1 rt 211 cudaLaunchKernel_v7000 (nil) (nil) - 0 0 43 _Z1k with space\n")
