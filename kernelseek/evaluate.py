@@ -2,6 +2,7 @@
 
     kernelseek eval kernels/naive_fwd.cu --grid bench26 --baseline best
     kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
+    kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
 Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
 rows, derives speedup and rates, fails rows faster than the GPU's datasheet peaks
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from . import peaks
 from . import results as R
-from .scenarios import GridError, Scenario, load_grid, select
+from .scenarios import Scenario, load_grid, select
 
 REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
@@ -148,11 +149,22 @@ def exit_code(rows: list[R.Row]) -> int:
     return 0
 
 
+def _start_meta(seed: int) -> dict:
+    """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
+    return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+
+
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "", defence: bool = True, graph: bool = False) -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults.
+             command: str = "", defines: dict | None = None, defence: bool = True,
+             graph: bool = False) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
+    (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
+    faults; a missing kernel, a folder without its entry file or a bad define raise before any run.
 
     defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
     code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
@@ -163,24 +175,20 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     t_start = time.perf_counter()
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
-    scen = select(load_grid(grid), scenarios)
-    run = R.new_run_dir(runs_dir, Path(kernel).stem)
-    (run / "build").mkdir()
     kpath = Path(kernel)
-    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
-            "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
-            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # KSEEK_* settings the kernel or the worker read (e.g. a kernel's A/B switch)
-            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+    B.entry_file(kpath)                    # FileNotFoundError / KernelError (a ValueError) name it
+    defines = B.check_defines(defines)
+    scen = select(load_grid(grid), scenarios)
+    run = R.new_run_dir(runs_dir, kpath.stem)
+    (run / "build").mkdir()
+    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
+            "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     so = None
     t = time.perf_counter()
-    if not kpath.exists():
-        raise FileNotFoundError(f"kernel file {kernel}: not found")
-    br = B.build(kpath, arch=arch)
+    br = B.build(kpath, arch=arch, defines=defines)
     phases["build_s"] = time.perf_counter() - t
     (run / "build" / "log.txt").write_text(br.log or "")
     (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
@@ -277,43 +285,3 @@ def _progress(items, on: bool):
         return tqdm(items, unit="scenario", file=sys.stderr, dynamic_ncols=True)
     except ImportError:
         return items
-
-
-def register(sub) -> None:
-    p = sub.add_parser("eval", help="build, check and time a kernel on a grid")
-    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
-    p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
-    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
-    p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
-    p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
-    p.add_argument("--json", action="store_true", help="print results.json instead of the table")
-    p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh random one, recorded)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario before the worker is killed")
-    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
-    p.add_argument("--runs-dir", default="runs")
-    p.add_argument("--arch", default="sm_90a")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--no-defence", action="store_true",
-                   help="time the old way (fixed input sets, no verification, no run-time code check): "
-                        "only to measure what the defence costs; such results are never trusted")
-    p.add_argument("--graph", action="store_true", help="also time the candidate's CUDA-graph replay (graph_ms)")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    try:
-        run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
-                                   args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress, defence=not args.no_defence,
-                                   graph=args.graph)
-    except (GridError, FileNotFoundError, ValueError) as e:
-        print(f"kernelseek eval: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print((run / "results.json").read_text())
-    else:
-        print(R.format_table(rows))
-        ov = meta.get("harness_overhead_s")
-        print(f"run directory: {run}   wall {meta.get('wall_s', 0):.1f} s"
-              + (f", harness overhead {ov:.1f} s" if ov is not None else ""))
-    return exit_code(rows)

@@ -111,34 +111,3 @@ def flag_signature(kernel_sha256: str | None, rows) -> str:
     parts = sorted(f"{r.scenario}@{int(math.log(r.speedup) // band) if r.speedup else 'na'}"
                    for r in rows if r.suspicious)
     return f"{(kernel_sha256 or '?')[:16]}:" + ",".join(parts) if parts else ""
-
-
-def register(sub) -> None:
-    p = sub.add_parser("review", help="review a flagged row (or --list the reviews of a run)")
-    p.add_argument("run_dir", help="the run directory holding the flagged row")
-    p.add_argument("--scenario", help="the flagged row: scenario name or bench row number")
-    p.add_argument("--note", default="", help="what was checked, and why the row stands")
-    p.add_argument("--list", action="store_true", help="list the run's flagged rows and their reviews")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    import sys
-    from .results import load
-    try:
-        if args.list or not args.scenario:
-            rows, meta = load(args.run_dir)
-            revs = load_reviews(reviews_path(args.run_dir))
-            for r in rows:
-                if r.suspicious:
-                    rev = covering(revs, meta.get("kernel_sha256"), r)
-                    print(f"{r.scenario}: {r.suspicious_reason}: "
-                          + (f"reviewed ({rev.time_utc}): {rev.note}" if rev else "NOT reviewed"))
-            return 0
-        rev = add_review(args.run_dir, args.scenario, args.note)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek review: {e}", file=sys.stderr)
-        return 2
-    print(f"{reviews_path(args.run_dir)}: reviewed {rev.scenario} at {rev.speedup:.3f}x "
-          f"(covers up to {rev.speedup * (1 + REVIEW_BAND):.3f}x while kernel {rev.kernel_sha256[:12]} is unchanged)")
-    return 0
