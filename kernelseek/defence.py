@@ -206,6 +206,7 @@ class _Window(timing.Hooks):
 
 class DefenceHooks(_Window):
     """Fresh content and a cold L2 before every batch; sampled verification after the candidate's."""
+    distinct_sets = True
 
     def __init__(self, d: Defence, pool: "SetPool", verify):
         super().__init__(d)

@@ -82,6 +82,7 @@ class Hooks:
     """What the timing loop calls outside its timed regions; these defaults are the undefended loop
     (no refresh, no verification, torch's profiler for kernel time). The worker's defence overrides
     them (see the module docstring)."""
+    distinct_sets = False       # True: a batch never uses a set twice (the pool grows to the batch)
 
     def window(self, name: str):
         """A context entered around every call of `name` (the run-time check's window)."""
@@ -275,11 +276,12 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
         enq[name], est[name] = _estimate(name, call, n_sets, hooks, stream, warmup, warmup_ms)
     cpm = _gate_cycles_per_ms()
     gate = {n: int(gate_ms(enq[n]) * cpm) if cpm else 0 for n in impls}
-    k, _ = batch_plan(est, enq, budget_s=budget_s, min_batches=min_batches, max_batches=max_batches,
-                      target_batch_ms=target_batch_ms)
-    n_sets = hooks.grow(n_sets, max(k.values()))         # one set per call of the longest batch
     k, nb = batch_plan(est, enq, budget_s=budget_s, min_batches=min_batches, max_batches=max_batches,
-                       target_batch_ms=target_batch_ms, max_k=n_sets)
+                       target_batch_ms=target_batch_ms)
+    if hooks.distinct_sets:
+        n_sets = hooks.grow(n_sets, max(k.values()))     # one set per call of the longest batch
+        k, nb = batch_plan(est, enq, budget_s=budget_s, min_batches=min_batches, max_batches=max_batches,
+                           target_batch_ms=target_batch_ms, max_k=n_sets)
     n_rounds = max(nb.values())
     per_call: dict[str, list[float]] = {n: [] for n in impls}
     host: dict[str, list[float]] = {n: [] for n in impls}
@@ -317,7 +319,7 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
         xs = per_call[name]
         kms = None
         if profile_kernels:
-            sets = list(range(max(1, min(k[name], 20, n_sets))))
+            sets = [j % n_sets for j in range(max(1, min(k[name], 20)))]   # distinct when k <= n_sets
             hooks.before_batch(name, sets)
             with hooks.window(name):
                 kms = hooks.kernel_ms(name, call, sets)
