@@ -279,7 +279,12 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
     k, nb = batch_plan(est, enq, budget_s=budget_s, min_batches=min_batches, max_batches=max_batches,
                        target_batch_ms=target_batch_ms)
     if hooks.distinct_sets:
-        n_sets = hooks.grow(n_sets, max(k.values()))     # one set per call of the longest batch
+        n_old, n_sets = n_sets, hooks.grow(n_sets, max(k.values()))   # one set per call of the longest batch
+        for name, call in impls.items():                  # new sets: first calls (per-pointer setup) untimed
+            with hooks.window(name):
+                for i in range(n_old, n_sets):
+                    call(i)
+            torch.cuda.synchronize()
         k, nb = batch_plan(est, enq, budget_s=budget_s, min_batches=min_batches, max_batches=max_batches,
                            target_batch_ms=target_batch_ms, max_k=n_sets)
     n_rounds = max(nb.values())
