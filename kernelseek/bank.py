@@ -19,6 +19,7 @@ from pathlib import Path
 import yaml
 
 from .bank_slots import SLOTS, bound_fractions, fields, fill, values  # noqa: F401 (bank.values etc.)
+from .paths import BANK
 
 GROUPS = ("measurement check", "bound differencing", "benchmark validity", "gap triage",
           "agent process", "challenge a limit", "strategy options", "hypothesis check",
@@ -29,7 +30,7 @@ LAYERS = ("host", "launch", "kernel", "instruction", "memory hierarchy", "benchm
 TIERS = ("core", "compare", "arch")
 ARCHS = ("hopper", "blackwell")
 PROVENANCE = ("authored", "mined", "confirmed")
-BANK_DIR = Path(os.environ.get("KERNELSEEK_BANK") or Path(__file__).resolve().parent.parent / "bank")
+BANK_DIR = Path(os.environ.get("KERNELSEEK_BANK") or BANK)
 RECENT = 2      # groups of the last RECENT questions are asked from last
 
 

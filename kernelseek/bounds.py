@@ -25,9 +25,10 @@ from typing import Any
 
 import pandas as pd
 
+from kernelseek.paths import CEILINGS
 from kernelseek.rows import as_rows
 
-CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", Path(__file__).resolve().parent.parent / "data" / "ceilings"))
+CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", CEILINGS))
 FALLBACK_GPU = "NVIDIA_H200"
 RATE_KEY = {"bf16": "bf16_tflops", "fp16": "fp16_tflops", "fp8": "fp8_tflops"}
 

@@ -161,7 +161,7 @@ def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dic
     a wrong replayed output lands in d.failures."""
     def make_call(stream_handle):
         def call(i):
-            rc = lib.fwd(pool.cand[i][2], stream_handle)
+            rc = lib.fwd(pool.cand[i].params, stream_handle)
             if rc != 0:
                 raise RuntimeError(f"kernel returned status {rc} on the capture stream")
         return call
@@ -247,8 +247,10 @@ class DefenceHooks(_Window):
 
 
 class SetPool:
-    """The timing's input sets, each with the candidate's own O, LSE, workspace and params, and
-    each baseline bound to it. `grow` adds sets (one per call of the longest batch)."""
+    """The timing's input sets, each with the candidate's prepared call (an abi.Launch: its own O,
+    LSE, workspace and params) and each baseline bound to it. `grow` adds sets (one per call of the
+    longest batch). make_set(i) -> Inputs; candidate(inputs) -> Launch (None: no candidate);
+    bind_baselines(inputs) -> {name: call}."""
 
     def __init__(self, s, seed: int, device: str, make_set, candidate_outputs, bind_baselines):
         self.s, self.seed, self.device = s, seed, device
@@ -256,7 +258,7 @@ class SetPool:
         self.sets, self.cand, self.base = [], [], {}
 
     def outputs(self, i: int):
-        return self.cand[i][0], self.cand[i][1]
+        return self.cand[i].o, self.cand[i].lse
 
     def add(self) -> None:
         st = self._make_set(len(self.sets))
@@ -267,7 +269,7 @@ class SetPool:
             self.base.setdefault(name, []).append(call)
 
     def bytes_per_set(self) -> float:
-        ts = list(self.sets[0].tensors().values()) + [t for t in (self.cand[0][:2] if self.cand else ())
+        ts = list(self.sets[0].tensors().values()) + [t for t in (self.outputs(0) if self.cand else ())
                                                        if t is not None]
         return float(sum(t.numel() * t.element_size() for t in ts))
 

@@ -11,7 +11,6 @@ rows, derives speedup and rates, fails rows faster than the GPU's datasheet peak
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
@@ -22,9 +21,10 @@ from pathlib import Path
 
 from . import peaks
 from . import results as R
+from . import store
+from .paths import REPO
 from .scenarios import Scenario, load_grid, select
 
-REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
@@ -180,7 +180,6 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     defines = B.check_defines(defines)
     scen = select(load_grid(grid), scenarios)
     run = R.new_run_dir(runs_dir, kpath.stem)
-    (run / "build").mkdir()
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
             "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
@@ -190,8 +189,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     t = time.perf_counter()
     br = B.build(kpath, arch=arch, defines=defines)
     phases["build_s"] = time.perf_counter() - t
-    (run / "build" / "log.txt").write_text(br.log or "")
-    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
+    store.write_build(run, br.log or "", br.ptxas)
     meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
     refuse = None
     if not br.ok:
@@ -209,9 +207,9 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                       features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
         meta["wall_s"] = time.perf_counter() - t_start
         R.save(run, rows, meta)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log", extra_env=_defence_env(so, defence, meta))
+    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log, extra_env=_defence_env(so, defence, meta))
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -232,6 +230,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
+            note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, lines))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
@@ -245,7 +244,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     R.save(run, rows, meta)
-    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    store.write_meta(run, meta)
     return run, rows, meta
 
 
@@ -275,6 +274,16 @@ def _defence_meta(on: bool, info: dict, rows: list, agg: dict) -> dict:
     cost = {k: round(agg.get(k, 0.0), 3) for k in DEFENCE_PHASES}
     return {"on": on, "runcheck": info.get("runcheck", "unknown"), "cost_s": cost,
             "cost_per_timed_row_s": round(sum(cost.values()) / n, 3)}
+
+
+def note_baselines(seen: dict, reply: dict) -> None:
+    """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
+    version string (which says what ran and where it was loaded from), and how many rows it passed
+    or was skipped/failed on, so a run records exactly which baselines took part."""
+    for name, b in (reply.get("baselines") or {}).items():
+        rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
+        rec["version"] = rec["version"] or str(b.get("version") or "")
+        rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
 def _progress(items, on: bool):

@@ -28,9 +28,11 @@ from pathlib import Path
 
 import yaml
 
+from . import store
 from .kernel_source import KernelError, kernel_hash
+from .paths import DEFAULT_GOAL
 
-DEFAULT_GOAL_FILE = Path(__file__).resolve().parent.parent / "goals" / "default.yaml"
+DEFAULT_GOAL_FILE = DEFAULT_GOAL
 _KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
 
 
@@ -114,20 +116,7 @@ def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
 
 
 # ---- results and staleness ---------------------------------------------------------------------
-def find_results(path: str | Path) -> Path:
-    """results.json of a run dir, a results.json path, or a campaign's latest evals/<n>/."""
-    p = Path(path)
-    if p.is_file() or (p / "results.json").is_file():
-        return p if p.is_file() else p / "results.json"
-    evals = p / "evals"
-    if evals.is_dir():
-        done = [d for d in evals.iterdir() if d.name.isdigit() and (d / "results.json").is_file()]
-        if done:
-            return max(done, key=lambda d: int(d.name)) / "results.json"
-        raise FileNotFoundError(f"{evals}: no evaluation with a results.json yet")
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such run or campaign directory")
-    raise FileNotFoundError(f"{p}: no results.json and no evals/ directory")
+find_results = store.find_results   # run dir, results file, or a campaign's latest evaluation
 
 
 def sha256_file(path: str | Path) -> str:

@@ -6,7 +6,6 @@ campaign, in order.
 """
 from __future__ import annotations
 
-import math
 import re
 import time
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any, Iterable
 
 import pandas as pd
 
-from kernelseek import results
+from kernelseek import results, store
 from kernelseek.kernel_source import kernel_id
 from kernelseek.results import Row
 from kernelseek.rows import as_rows
@@ -120,11 +119,7 @@ def format_history(df: pd.DataFrame) -> str:
 
 
 # ---- a campaign --------------------------------------------------------------------------------
-def campaign_evals(campaign_dir: str | Path) -> list[Path]:
-    """The run directories under campaigns/<id>/evals/, in numeric order."""
-    ev = Path(campaign_dir) / "evals"
-    dirs = [p for p in ev.iterdir() if (p / "results.json").exists()] if ev.is_dir() else []
-    return sorted(dirs, key=lambda p: (int(p.name) if p.name.isdigit() else math.inf, p.name))
+campaign_evals = store.campaign_evals   # a campaign's evaluations, in order (the one rule: store)
 
 
 def _run_time(path: Path, meta: dict) -> Any:
@@ -134,7 +129,7 @@ def _run_time(path: Path, meta: dict) -> Any:
     m = re.match(r"(\d{8}-\d{6})", path.name)
     if m:
         return pd.Timestamp(time.strftime("%Y-%m-%dT%H:%M:%S", time.strptime(m.group(1), "%Y%m%d-%H%M%S")))
-    p = path / "results.json" if path.is_dir() else path
+    p = store.results_file(path)
     return pd.Timestamp(p.stat().st_mtime, unit="s") if p.exists() else None
 
 

@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-GRID_DIR = Path(__file__).parent / "grids"
+from .paths import GRIDS
+
+GRID_DIR = GRIDS
 DTYPES = ("bf16", "fp16", "fp8")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 

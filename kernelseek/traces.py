@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-TRACE = "trace.jsonl"
+from . import store
+
+TRACE = store.TRACE
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 SECRET_PATTERNS = (re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
                    re.compile(r"(?i)\b(bearer|x-api-key:?)\s+[A-Za-z0-9._\-]{16,}"))
@@ -101,9 +103,7 @@ class TraceWriter:
 
 def read(path) -> list[dict]:
     """Every well-formed event of a trace file (a torn or foreign line is skipped)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / TRACE
+    p = store.trace_file(path)
     out = []
     if not p.exists():
         return out

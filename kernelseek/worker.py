@@ -164,65 +164,116 @@ def _meta() -> dict:
     return d
 
 
-def _scenario(req: dict) -> dict:
-    import torch
-    from . import abi, baselines, timing
-    from .defence import Defence, SetPool, graph_timing
-    from .check import check_output
-    from .inputs import alloc_outputs, make_inputs
-    from .reference import attention_ref
-    from .scenarios import Scenario
+class _Job:
+    """One scenario request being served: the scenario, its seeded inputs, both references (made
+    here, as the first two steps), and the phase clock (seconds per step, each step ending on a
+    device-wide synchronize)."""
 
-    sd = dict(req["scenario"])
-    for k in ("seqlens_q", "seqlens_k", "cache_seqlens", "leftpad", "window"):
-        if sd.get(k) is not None:
-            sd[k] = tuple(sd[k])
-    s = Scenario(**sd)
-    seed = int(req.get("seed", 0))
-    check_only = bool(req.get("check_only"))
-    dev = "cuda"
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    phases: dict[str, float] = {}
+    def __init__(self, req: dict):
+        import torch
+        from .reference import attention_ref
+        from .scenarios import Scenario
+        sd = dict(req["scenario"])
+        for k in ("seqlens_q", "seqlens_k", "cache_seqlens", "leftpad", "window"):
+            if sd.get(k) is not None:
+                sd[k] = tuple(sd[k])
+        self.s = Scenario(**sd)
+        self.seed = int(req.get("seed", 0))
+        self.check_only = bool(req.get("check_only"))
+        self.budget_s = float(req.get("budget_s", 0.4))
+        self.phases: dict[str, float] = {}
+        torch.cuda.synchronize()
+        self._t0 = time.perf_counter()
+        self.inp = self.inputs(self.seed)
+        self.mark("inputs")
+        self.ref32, self.reflp = attention_ref(self.s, self.inp, "fp32"), attention_ref(self.s, self.inp, "lowp")
+        self.mark("reference")
 
-    def mark(name):
-        nonlocal t0
+    def inputs(self, seed: int):
+        from .inputs import make_inputs
+        return make_inputs(self.s, seed, device="cuda", gen_device="cuda")
+
+    def mark(self, name: str) -> None:
+        """Close the step `name`: synchronize the device and add the elapsed time to phases[name]."""
+        import torch
         torch.cuda.synchronize()
         t1 = time.perf_counter()
-        phases[name] = phases.get(name, 0.0) + (t1 - t0)
-        t0 = t1
+        self.phases[name] = self.phases.get(name, 0.0) + (t1 - self._t0)
+        self._t0 = t1
 
+
+def _scenario(req: dict) -> dict:
+    """One scenario, top to bottom: inputs and references -> the candidate's checked call -> each
+    baseline's checked call -> timing, candidate and baselines interleaved on input sets whose
+    content is fresh for every batch (defence.py) -> the checks after timing (new content in place,
+    near repeats) and, with "graph", CUDA-graph replay -> the fields of a results Row. The run-time
+    code check's verdict is added by serve() (defence.Defence.end)."""
+    from . import timing
+    from .defence import Defence, graph_timing
     guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
-    inp = make_inputs(s, seed, device=dev, gen_device=dev)
-    mark("inputs")
-    ref32 = attention_ref(s, inp, "fp32")
-    reflp = attention_ref(s, inp, "lowp")
-    mark("reference")
-    out: dict = {"status": "passed", "reason": "", "phases_s": phases, "baselines": {}}
+    job = _Job(req)                                     # the scenario, seeded inputs, references
+    out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
+    lib = _check_candidate(job, req["kernel_so"], out, guard) if req.get("kernel_so") else None
+    bound = _check_baselines(job, req.get("baseline") or "best", req.get("stand_in", True), out)
+    if job.check_only or out["status"] != "passed" and not bound:
+        return out
+    cand = lib if lib is not None and out["status"] == "passed" else None
+    pool = _timing_pool(job, cand, bound, out, guard)
+    impls = _timed_impls(pool, bound)
+    job.mark("timing_setup")
+    hooks = guard.hooks(pool, lambda st, o, lse: _verify(job, st, o, lse))
+    res = timing.time_interleaved(impls, len(pool.sets), budget_s=job.budget_s, hooks=hooks)
+    job.mark("timing")
+    if cand is not None:
+        guard.after_timing(pool, lambda: impls["candidate"](0), lambda st, o, lse: _verify(job, st, o, lse))
+        if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
+            out.update(graph_timing(guard, pool, hooks, lib))
+        for why in guard.failures:
+            _fail(out, why)
+        _check_accounting(res.get("candidate"), out)
+        job.mark("last_call_check")
+    for name, t in res.items():
+        (out if name == "candidate" else out["baselines"][name]).update(t.as_dict())
+    return out
 
-    # ---- candidate: poisoned outputs, one checked call ----
-    lib = None
-    if req.get("kernel_so"):
-        lib = guard.load(abi, req["kernel_so"])
-        o, lse = alloc_outputs(s, inp)
-        with guard.window():                               # the candidate's own code only (runcheck.py)
-            ws = _workspace(lib, abi, s, inp, o, lse)
-            rc = lib.fwd(abi.make_params(s, inp, o, lse, ws), torch.cuda.current_stream().cuda_stream)
-        torch.cuda.synchronize()                           # device-wide: other streams count too
-        if rc != 0:
-            out.update(status="error", reason=f"kernel returned status {rc} ({abi.STATUS.get(rc, '?')})")
-        else:
-            c = check_output(s, o, lse, ref32, reflp)
-            out.update(max_err=c.max_err, ref_err=c.ref_err, err_bound=c.err_bound, err_ratio=c.err_ratio,
-                       lse_err=c.lse_err)
-            if not c.passed:
-                out.update(status="failed", reason=c.reason)
-        del o, lse
-        mark("candidate_check")
 
-    # ---- baselines: each checked like a candidate ----
-    picked, skipped = ([], ["check only: no baselines"]) if check_only else baselines.choose(req.get("baseline") or "best", s)
-    stand = baselines.stand_in_for(s) if not check_only and req.get("stand_in", True) else None
+def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
+    """The candidate's checked call: poisoned outputs, one launch, the check. Returns the library.
+    Loading and the call run in the run-time check's window (only the candidate's own code)."""
+    import torch
+    from . import abi
+    from .check import check_output
+    from .inputs import alloc_outputs
+    lib = guard.load(abi, kernel_so)
+    o, lse = alloc_outputs(job.s, job.inp)
+    try:
+        with guard.window():
+            abi.launch(lib, job.s, job.inp, o, lse)
+        failure = None
+    except abi.LaunchError as e:
+        failure = str(e)
+    torch.cuda.synchronize()                           # device-wide: other streams count too
+    if failure:
+        out.update(status="error", reason=failure)
+    else:
+        c = check_output(job.s, o, lse, job.ref32, job.reflp)
+        out.update(max_err=c.max_err, ref_err=c.ref_err, err_bound=c.err_bound, err_ratio=c.err_ratio,
+                   lse_err=c.lse_err)
+        if not c.passed:
+            out.update(status="failed", reason=c.reason)
+    del o, lse
+    job.mark("candidate_check")
+    return lib
+
+
+def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
+    """Each baseline chosen for `spec`, checked like the candidate; {name: adapter} of those that passed."""
+    import torch
+    from . import baselines
+    from .check import check_output
+    s = job.s
+    picked, skipped = ([], ["check only: no baselines"]) if job.check_only else baselines.choose(spec, s)
+    stand = baselines.stand_in_for(s) if not job.check_only and stand_in else None
     if stand is not None:
         picked.append(stand)                                # labeled: not the same work
     out["baselines_skipped"] = skipped
@@ -230,11 +281,11 @@ def _scenario(req: dict) -> dict:
     for b in picked:
         rec = {"version": _safe(b.version)}
         try:
-            bb = b.bind(s, inp)
+            bb = b.bind(s, job.inp)
             raw = bb.call()
             torch.cuda.synchronize()
             bo, blse = bb.result(raw)
-            c = check_output(s, bo, None, ref32, reflp)
+            c = check_output(s, bo, None, job.ref32, job.reflp)
             rec.update(status="passed" if c.passed else "failed", reason=c.reason, err_ratio=c.err_ratio)
             if c.passed:
                 bound[b.name] = b
@@ -242,25 +293,26 @@ def _scenario(req: dict) -> dict:
             rec.update(status="error", reason=f"{type(e).__name__}: {str(e)[:300]}")
             torch.cuda.synchronize()
         out["baselines"][b.name] = rec
-    mark("baseline_check")
-    if check_only or out["status"] != "passed" and not bound:
-        return out
+    job.mark("baseline_check")
+    return bound
 
-    # ---- timing: input sets with fresh content per batch (defence.py); interleaved ----
-    stream = torch.cuda.current_stream().cuda_stream
-    cand_ok = lib is not None and out["status"] == "passed"
 
-    def cand_outputs(st):
-        o, lse = alloc_outputs(s, st)
-        with guard.window():
-            ws = _workspace(lib, abi, s, st, o, lse)
-        return o, lse, abi.make_params(s, st, o, lse, ws), ws
+def _timing_pool(job: _Job, lib, bound: dict, out: dict, guard):
+    """The timing's input sets (defence.SetPool): each with the candidate's prepared launch (its own
+    outputs and workspace) and each baseline bound to it; more are added when a batch needs them."""
+    from . import abi, timing
+    from .defence import SetPool
+    from .inputs import alloc_outputs
+
+    def launch_for(st):
+        with guard.window():                            # the workspace query is the candidate's code
+            return abi.Launch(lib, job.s, st, *alloc_outputs(job.s, st))
 
     def bind_all(st):
         calls = {}
         for name, b in list(bound.items()):
             try:
-                calls[name] = b.bind(s, st).call
+                calls[name] = b.bind(job.s, st).call
             except Exception as e:
                 if pool.base.get(name):                   # bound before: time it on that set again
                     calls[name] = pool.base[name][-1]
@@ -269,63 +321,47 @@ def _scenario(req: dict) -> dict:
                 bound.pop(name)
         return calls
 
-    pool = SetPool(s, seed, dev, lambda i: make_inputs(s, seed + 1 + i, device=dev, gen_device=dev),
-                   cand_outputs if cand_ok else None, bind_all)
-    for _ in range(timing.sets_needed(s.min_bytes())):
+    pool = SetPool(job.s, job.seed, "cuda", lambda i: job.inputs(job.seed + 1 + i),
+                   launch_for if lib is not None else None, bind_all)
+    for _ in range(timing.sets_needed(job.s.min_bytes())):
         pool.add()
+    return pool
+
+
+def _timed_impls(pool, bound: dict) -> dict:
+    """{name: call(i) on input set i}: the candidate (when it passed) and each baseline that passed."""
     impls = {}
-    if cand_ok:
-        def cand(i):
-            rc = lib.fwd(pool.cand[i][2], stream)
-            if rc != 0:
-                raise RuntimeError(f"kernel returned status {rc} during timing")
-        impls["candidate"] = cand
+    if pool.cand:
+        impls["candidate"] = lambda i: pool.cand[i]("during timing")
     for name in list(bound):
         impls[name] = (lambda calls: (lambda i: calls[i]()))(pool.base[name])
+    return impls
 
-    def verify(st, o, lse):
-        return check_output(s, o, lse, attention_ref(s, st, "fp32"), attention_ref(s, st, "lowp"))
-    mark("timing_setup")
-    hooks = guard.hooks(pool, verify)
-    res = timing.time_interleaved(impls, len(pool.sets), budget_s=float(req.get("budget_s", 0.4)), hooks=hooks)
-    mark("timing")
-    if cand_ok:
-        # Same pointers, new values, then near repeats: a kernel that answers from memory (by
-        # pointer or by content) returns stale numbers, and the check sees them (defence.py).
-        guard.after_timing(pool, lambda: impls["candidate"](0), verify)
-        if req.get("graph") and not guard.failures:       # graph replay: same refresh and verification
-            out.update(graph_timing(guard, pool, hooks, lib))
-        for why in guard.failures:
-            _fail(out, why)
-        t = res.get("candidate")
-        if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
-            _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
-                       f"is idle, but {t.time_ms:.4f} ms on the stream's events")
-        elif t and t.kernel_ms is None:
-            _fail(out, "the profiler saw no kernel time for the candidate: its work cannot be accounted for")
-        elif t and t.kernel_ms > 1.25 * t.time_ms + 0.005:
-            _fail(out, f"work escapes the timed stream: the kernels' device time "
-                                                f"{t.kernel_ms:.4f} ms per call exceeds the per-call time "
-                                                f"{t.time_ms:.4f} ms measured on the stream")
-        mark("last_call_check")
-    for name, t in res.items():
-        if name == "candidate":
-            out.update(t.as_dict())
-        else:
-            out["baselines"][name].update(t.as_dict())
-    return out
+
+def _verify(job: _Job, inp, o, lse):
+    """The pass rule on one output, against both references on `inp`'s current content."""
+    from .check import check_output
+    from .reference import attention_ref
+    return check_output(job.s, o, lse, attention_ref(job.s, inp, "fp32"), attention_ref(job.s, inp, "lowp"))
+
+
+def _check_accounting(t, out: dict) -> None:
+    """The candidate's timed work must be on the timed stream and seen by the profiler."""
+    if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
+        _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
+                   f"is idle, but {t.time_ms:.4f} ms on the stream's events")
+    elif t and t.kernel_ms is None:
+        _fail(out, "the profiler saw no kernel time for the candidate: its work cannot be accounted for")
+    elif t and t.kernel_ms > 1.25 * t.time_ms + 0.005:
+        _fail(out, f"work escapes the timed stream: the kernels' device time "
+                   f"{t.kernel_ms:.4f} ms per call exceeds the per-call time "
+                   f"{t.time_ms:.4f} ms measured on the stream")
 
 
 def _fail(out: dict, reason: str) -> None:
     """Mark the candidate failed, keeping every reason found (the first is the most specific)."""
     out["reason"] = f"{out['reason']}; {reason}" if out.get("status") == "failed" and out.get("reason") else reason
     out["status"] = "failed"
-
-
-def _workspace(lib, abi, s, inp, o, lse):
-    import torch
-    n = lib.workspace_bytes(abi.make_params(s, inp, o, lse))
-    return torch.empty(max(int(n), 16), dtype=torch.uint8, device=o.device)
 
 
 def _safe(fn):

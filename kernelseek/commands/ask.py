@@ -1,10 +1,9 @@
 """`kernelseek ask CAMPAIGN "question"`: put a question in a campaign's inbox for the agent's next turn."""
 from __future__ import annotations
 
-from pathlib import Path
-
 from . import about
 from .. import inbox
+from ..store import Campaign
 
 
 def register(subparsers) -> None:
@@ -21,5 +20,5 @@ def run(args) -> int:
     except (ValueError, FileNotFoundError) as e:
         print(f"kernelseek ask: {e}")
         return 2
-    print(f"queued as inbox line {rec['line']} of {Path(args.run) / inbox.INBOX}")
+    print(f"queued as inbox line {rec['line']} of {Campaign(args.run).inbox}")
     return 0

@@ -9,6 +9,7 @@ from .. import evaluate as E
 from .. import results as R
 from ..kernel_source import format_defines, parse_defines
 from ..scenarios import GridError
+from ..store import Run
 
 
 def register(subparsers) -> None:
@@ -45,7 +46,7 @@ def run(args) -> int:
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2
     if args.json:
-        print((run_dir / "results.json").read_text())
+        print(Run(run_dir).results_file.read_text())
     else:
         print(R.format_table(rows))
         if meta.get("build_defines"):

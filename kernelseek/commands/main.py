@@ -7,6 +7,7 @@ from pathlib import Path
 from . import about
 from .. import mainjob
 from ..kernel_source import format_defines, parse_defines
+from ..paths import KERNELS
 
 
 def register(subparsers) -> None:
@@ -34,9 +35,8 @@ def run(args) -> int:
             return 2
         return mainjob.replay(Path(args.out))
     from ..evaluate import evaluate, exit_code
-    kernels = mainjob.REPO / "kernels"
-    kernel = args.kernel or next(str(p) for p in (kernels / "fa3_hopper", kernels / "fa3_hopper.cu",
-                                                  kernels / "naive_fwd.cu") if p.exists())
+    kernel = args.kernel or next(str(p) for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu",
+                                                  KERNELS / "naive_fwd.cu") if p.exists())
     cmd = f"kernelseek main --grid {args.grid}" + "".join(f" --define {k}={v}" for k, v in defines.items())
     run_dir, rows, meta = evaluate(kernel, args.grid, "best", command=cmd, defines=defines)
     print(mainjob.describe(run_dir))

@@ -5,6 +5,7 @@ from pathlib import Path
 
 from . import about
 from .. import analytics, traces
+from ..paths import TRACES
 
 
 def register(subparsers) -> None:
@@ -22,8 +23,7 @@ def register(subparsers) -> None:
 
 
 def _import(args) -> int:
-    out = Path(args.out) if args.out else Path(__file__).resolve().parents[2] / "data" / "traces" / \
-        (Path(args.session).stem + ".jsonl")
+    out = Path(args.out) if args.out else TRACES / (Path(args.session).stem + ".jsonl")
     try:
         events = traces.import_session(args.session, label=args.label)
         traces.write_all(out, events)

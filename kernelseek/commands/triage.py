@@ -5,7 +5,7 @@ from pathlib import Path
 
 from . import about
 from .. import compare as CMP
-from .. import history, results
+from .. import history, results, store
 from .. import triage as T
 
 
@@ -24,8 +24,8 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     target = Path(args.run_dir)
-    if (target / "evals").is_dir():
-        evs = history.campaign_evals(target)
+    if store.Campaign(target).evals.is_dir():
+        evs = store.campaign_evals(target)
         if not evs:
             print(f"{target}: no evaluations under evals/")
             return 2

@@ -7,6 +7,7 @@ skips calls on pointers it has seen is caught by the verification of timed calls
 few bytes of content computes every timed call (nothing repeats) and is caught by the near-repeat
 traps; one that hashes all of its inputs is correct and is never caught, and never faster."""
 import hashlib
+from types import SimpleNamespace
 
 import pytest
 import torch
@@ -56,7 +57,7 @@ class Kernel:
 
 
 def run(memo=None, batches=6, k=3):
-    pool = D.SetPool(S, 7, "cpu", lambda i: make_inputs(S, 100 + i), lambda st: (*alloc_outputs(S, st), None, None),
+    pool = D.SetPool(S, 7, "cpu", lambda i: make_inputs(S, 100 + i), lambda st: SimpleNamespace(**dict(zip(("o", "lse"), alloc_outputs(S, st))), params=None),
                      lambda st: {})
     for _ in range(k):
         pool.add()
@@ -106,7 +107,7 @@ def test_a_memoizer_on_every_byte_is_correct_and_never_hits_in_timing():
 
 
 def test_with_the_defence_off_only_the_in_place_check_runs():
-    pool = D.SetPool(S, 7, "cpu", lambda i: make_inputs(S, 100 + i), lambda st: (*alloc_outputs(S, st), None, None),
+    pool = D.SetPool(S, 7, "cpu", lambda i: make_inputs(S, 100 + i), lambda st: SimpleNamespace(**dict(zip(("o", "lse"), alloc_outputs(S, st))), params=None),
                      lambda st: {})
     pool.add()
     d = D.Defence(on=False, so=None)
