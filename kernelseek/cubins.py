@@ -16,6 +16,7 @@ from __future__ import annotations
 import hashlib
 import io
 import json
+import os
 import struct
 import subprocess
 import tempfile
@@ -143,11 +144,16 @@ def own_code(so_path: str | Path) -> OwnCode:
     so = Path(so_path)
     cache = so.with_name(so.name + ".owncode.json")
     if cache.is_file() and cache.stat().st_mtime >= so.stat().st_mtime:
-        return OwnCode.from_json(cache.read_text())
+        try:
+            return OwnCode.from_json(cache.read_text())
+        except (ValueError, KeyError):        # damaged: recompute
+            pass
     tables = [kernel_table(img) for img in extract_cubins(so)]
     own = OwnCode({t.sha256: t for t in tables}, {h for t in tables for h in t.kernels.values()})
-    try:
-        cache.write_text(own.to_json())
+    try:                                      # atomically: workers may read it while another writes
+        tmp = cache.with_name(f"{cache.name}.{os.getpid()}.tmp")
+        tmp.write_text(own.to_json())
+        os.replace(tmp, cache)
     except OSError:
         pass                                  # a read-only cache: recompute next time
     return own
