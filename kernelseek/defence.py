@@ -33,6 +33,7 @@ MAX_K = 64                             # calls per batch at most (one input set 
 _monitor = None                         # runcheck.Monitor, when it started
 _monitor_note = "not started"
 _current: "Defence | None" = None
+_candidate_loaded = False               # a candidate library is mapped in this process
 
 
 def start_monitor() -> str:
@@ -70,8 +71,9 @@ class Defence:
             t = time.perf_counter()
             self.own = own_code(so)
             self.cost["runcheck"] += time.perf_counter() - t
-        if self.monitor is not None:
-            self.monitor.take()                  # launches before this scenario are not its own
+        self.carried = []
+        if self.monitor is not None:            # launches between scenarios: the harness's own, except
+            self.carried = [x for x in self.monitor.take() if x.other_thread and _candidate_loaded]
 
     @classmethod
     def begin(cls, req: dict) -> "Defence":
@@ -95,7 +97,7 @@ class Defence:
             reply["runcheck"] = _monitor_note
             return reply
         t = time.perf_counter()
-        reasons, weak = d.monitor.check(d.own) if d.own is not None else ([], 0)
+        reasons, weak = d.monitor.check(d.own, d.carried) if d.own is not None else ([], 0)
         reply.setdefault("phases_s", {})["runcheck"] = reply["phases_s"].get("runcheck", 0.0) + time.perf_counter() - t
         reply["runcheck"] = "refused" if reasons else (
             f"ok (by kernel-name set for {weak} launches: the driver gave CUPTI no cubin)" if weak else "ok")
@@ -110,6 +112,8 @@ class Defence:
         return self.monitor.window() if self.monitor is not None else contextlib.nullcontext()
 
     def load(self, abi, so: str):
+        global _candidate_loaded
+        _candidate_loaded = True                  # from now on, other threads' launches may be its
         with self.window():                       # library constructors run at dlopen
             return abi.load(so)
 

@@ -274,9 +274,10 @@ class Monitor:
         parse_modules(self._take("kt_take_modules"), self.modules)
         return parse_launches(self._take("kt_take_launches"))
 
-    def check(self, own: OwnCode) -> tuple[list[str], int]:
-        """(reasons to refuse, launches attributed by kernel-name set only) since the last take."""
-        launches = self.take()
+    def check(self, own: OwnCode, earlier: list[Launch] = ()) -> tuple[list[str], int]:
+        """(reasons to refuse, launches attributed by kernel-name set only) of the launches since the
+        last take, and `earlier` ones kept for this check."""
+        launches = list(earlier) + self.take()
         return judge(launches, self.modules, own), by_names(launches, self.modules, own)
 
     @contextlib.contextmanager
