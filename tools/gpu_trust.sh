@@ -11,6 +11,7 @@
 #    then --no-defence (wall per row, time_ms both ways, the defence's seconds per row)
 # 5. the fail line: memo_host on bench26 rows 9 and 20 with --no-defence must be failed as faster
 #    than the H200's datasheet peaks
+# 6. if time is left: the memory read ceiling from the streaming-read kernel (kernelseek/streamread.py)
 # Logs, results and run directories go to $OUT; the short table (tools/trust_table.py) prints last.
 # Copy $OUT/results_h200.json to tests/adversarial/results_h200.json and commit it.
 set -uo pipefail
@@ -66,6 +67,14 @@ log "fail line: memo_host without the defence"
 timeout $(left 60) python3 -m kernelseek eval tests/adversarial/memo_host.cu --grid bench26 --scenarios 9,20 \
   --baseline cudnn --no-progress --no-defence --runs-dir "$OUT/runs/failline" > "$OUT/failline.log" 2>&1
 echo "failline rc=$?"
+
+log "memory read ceiling: the streaming-read kernel swept (information, not a fail line)"
+[ "$(left 60)" -ge 40 ] && timeout $(left 60) python3 -c "
+import json
+from kernelseek.streamread import best_read_gbps
+gbps, how, sweep = best_read_gbps(4, 10)
+json.dump({'read_gbps': gbps, 'how': how, 'sweep': sweep}, open('$OUT/read_ceiling.json', 'w'), indent=1)
+print(f'read ceiling {gbps:.0f} GB/s: {how}')" 2>&1 | tail -2
 
 log "table"
 python3 tools/trust_table.py "$OUT"
