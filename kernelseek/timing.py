@@ -25,20 +25,23 @@ A kernel may remember what it has seen: by pointer (skip a call whose buffers it
 once), or by content (a fingerprint of a few bytes of q, k and v, read back to the host or hashed
 on the GPU, and a stored O and LSE copied out when it matches). Rotating a fixed set of inputs
 lets both win, since every set comes back (a memoizer reached 14,500 TFLOP/s on bench26). The
-design, with `Hooks` as the seam the worker fills in (worker.DefenceHooks, fresh.py):
+design, with `Hooks` as the seam the worker fills in (defence.DefenceHooks, fresh.py):
   1. Fresh content for every timed call. A batch of K calls uses K distinct input sets, each once;
      before every batch (outside the events) the content of those K sets is replaced in place with
      new random values drawn on the GPU from a generator seeded from os.urandom (fresh.refresh_),
      and the L2 is flushed (so inputs come from HBM, as the bandwidth fail line assumes). The pool
-     holds at least as many sets as the longest batch (Hooks.grow), so no batch repeats a set; a
+     holds at least as many sets as the longest batch (Hooks.grow; batches are capped at 64 calls,
+     and the sets at a quarter of the free device memory), so no batch repeats a set; a
      call never sees content any earlier call saw, whatever it fingerprints, on the host or on the
      GPU, and pointers alone say nothing about content. A memoizer then computes every timed call.
   2. Verification of timed calls. Each set has its own O and LSE, scrambled with finite random
-     values before its batch; after a sample of the candidate's batches (chosen from os.urandom
-     when timing starts, the last batch always among them) the outputs of a random call of that
-     batch are checked against the reference on that set's content. A kernel that skips work on a
+     values before its batch; after a sample of the candidate's batches (each with probability 1/8
+     from a generator seeded from os.urandom, at most 3, and always the last) the outputs of a
+     random call of that batch are checked against the reference on that set's content. A kernel that skips work on a
      pointer it has seen, or answers from any memory, returns stale output there and fails.
-  3. Near-repeat traps after timing (worker, fresh.trap_*): one row of q or one key row of the set
+  3. Near-repeat traps after timing (defence.after_timing, fresh.trap_*): first the set's whole
+     content is replaced in place (same pointers) and checked; then, three times, one row of q or
+     one key row of the set
      the kernel has just computed is changed in place, and the output is checked again. A memoizer
      whose fingerprint misses the changed row returns its stored answer and fails; one that hashes
      everything recomputes, which is correct and, by 1., never faster than honest.
@@ -48,7 +51,10 @@ design, with `Hooks` as the seam the worker fills in (worker.DefenceHooks, fresh
 The same refresh and flush run before the baselines' batches, so every implementation is timed
 under the same cache state. The cost (refresh, flush, verification; seconds per row) is reported by
 the worker in `phases_s` and kept in the run's meta. Warm-up and the per-call estimate may repeat
-content: they are not measured results.
+content (the estimate refreshes its set before each call): they are not measured results. Which
+option this is: no timed call can be answered from an earlier call's result (1, 4), and the harness
+catches a kernel that tries (2, 3). `kernelseek eval --no-defence` times the old way, only to
+measure what all this costs (the rows are then never trusted by a goal).
 """
 from __future__ import annotations
 
