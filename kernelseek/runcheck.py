@@ -41,8 +41,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from .cubins import OwnCode
+from .paths import PACKAGE
 
-SHIM_SRC = Path(__file__).resolve().parent / "native" / "kseek_trust.c"
+SHIM_SRC = PACKAGE / "native" / "kseek_trust.c"
 
 
 # ---- building and finding the pieces -----------------------------------------------------------

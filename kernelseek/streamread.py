@@ -21,7 +21,9 @@ import statistics
 import subprocess
 from pathlib import Path
 
-SRC = Path(__file__).resolve().parent / "native" / "stream_read.cu"
+from .paths import PACKAGE
+
+SRC = PACKAGE / "native" / "stream_read.cu"
 THREADS = (256, 512, 1024)
 BLOCKS_PER_SM = (1, 2, 4, 8, 16)
 UNROLLS = (2, 4, 8)
