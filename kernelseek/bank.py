@@ -104,13 +104,15 @@ _LineLoader.add_constructor("tag:yaml.org,2002:map", _construct_map)
 def read_yaml(path: Path):
     """Parse one YAML file keeping line numbers; raises BankError naming file:line."""
     try:
-        return yaml.load(Path(path).read_text(), Loader=_LineLoader)  # noqa: S506 (safe loader)
+        return yaml.load(Path(path).read_text(encoding="utf-8"), Loader=_LineLoader)  # noqa: S506 (safe loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark
         line = mark.line + 1 if mark else 0
         raise BankError(path, line, f"YAML error: {e.problem or e}") from None
     except OSError as e:
         raise BankError(path, 0, f"cannot read ({e.strerror})") from None
+    except UnicodeDecodeError as e:
+        raise BankError(path, 0, f"not UTF-8 text (byte {e.start})") from None
 
 
 # ---- loading ---------------------------------------------------------------------------------

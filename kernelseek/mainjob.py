@@ -58,7 +58,7 @@ def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
     as it is now (meta kernel_sha256 equal to its hash), so the replay shows what the checkout's kernel
     measured (not a version measured and then reverted); else that kernel's newest run. Never another
     kernel's run: an older kernel that happens to be unchanged is not the one being worked on. Runs
-    of a build variant (triage.is_variant) are taken only when there is nothing else."""
+    of a build variant (history.is_variant) are taken only when there is nothing else."""
     from .build import source_hash
     from .history import is_variant
     if not runs:

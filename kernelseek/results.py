@@ -115,9 +115,34 @@ def save(run_dir: str | Path, rows: list[Row], meta: dict) -> Path:
 
 
 def load(path: str | Path) -> tuple[list[Row], dict]:
-    """Rows and meta from a run directory or a results.json; errors name the file and field."""
+    """Rows and meta from a run directory or a results.json; errors name the file and field (a row's
+    field of the wrong type too: row_problem)."""
     run = store.Run.load(path)
+    for i, d in enumerate(run.rows):
+        problem = row_problem(d)
+        if problem:
+            raise ValueError(f"{store.results_file(path)}: rows[{i}] ({d.get('scenario')}): {problem}")
     return [Row.from_dict(d) for d in run.rows], run.meta
+
+
+_KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,)}
+
+
+def row_problem(d: dict) -> str | None:
+    """What is wrong with a row read from a results file (a field of the wrong type, an unknown
+    status), or None. Fields Row does not know are ignored, as Row.from_dict ignores them."""
+    for f in dataclasses.fields(Row):
+        if f.name not in d:
+            continue
+        v, kinds = d[f.name], [k.strip() for k in str(f.type).split("|")]
+        if v is None and "None" in kinds:
+            continue
+        ok = any(isinstance(v, _KINDS[k]) and not (k != "bool" and isinstance(v, bool)) for k in kinds if k in _KINDS)
+        if not ok:
+            return f"field '{f.name}' is {v!r}, expected {' or '.join(kinds)}"
+    if d.get("status", "error") not in STATUSES:
+        return f"field 'status' is {d['status']!r}, expected one of {', '.join(STATUSES)}"
+    return None
 
 
 def to_frame(rows: list[Row]):

@@ -1,8 +1,8 @@
 """Per-kernel SASS identity of two builds: is every kernel the same machine code, up to names and addresses?
 
-    python -m kernelseek.sass_identity OLD NEW            # a table, one row per kernel; exit 0 when all match
-    python -m kernelseek.sass_identity OLD NEW --diff fwd_kernel<__nv_bfloat16, 128   # + the listing diff
-    python -m kernelseek.sass_identity BUILD.so --write REF.json [--drop REGEX ...]    # a reference file
+    python tools/sass_identity.py OLD NEW            # a table, one row per kernel; exit 0 when all match
+    python tools/sass_identity.py OLD NEW --diff fwd_kernel<__nv_bfloat16, 128   # + the listing diff
+    python tools/sass_identity.py BUILD.so --write REF.json [--drop REGEX ...]    # a reference file
 
 OLD and NEW are each a built .so / .cubin, or a reference .json written by --write. A kernel's listing
 comes from `cuobjdump -sass`; it is normalised before hashing: instruction addresses dropped, branch
@@ -17,17 +17,15 @@ are compared beside the hash.
 """
 from __future__ import annotations
 
-import argparse
-import difflib
 import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from .build import demangle
-from .profile import _need, sass
+from .cudatools import need_tool as _need
+from .sass import sass
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
 _INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-f]+)\s*\*/\s*$")
@@ -41,9 +39,14 @@ _RES = re.compile(r"^\s*Function\s+(\S+):\s*$")
 
 def listings(path: str | Path) -> dict[str, list[tuple[str, str, str, str]]]:
     """Mangled kernel name -> [(address, text, encoding word 1, encoding word 2)] from cuobjdump -sass."""
+    return parse_listing(sass(path))
+
+
+def parse_listing(text: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """listings() of a cuobjdump -sass text: each instruction line, then its control word's line."""
     out: dict[str, list] = {}
     cur, pending = None, None
-    for ln in sass(path).splitlines():
+    for ln in text.splitlines():
         if m := _FUNC.match(ln):
             cur = m.group(1)
             out[cur] = []
@@ -94,12 +97,14 @@ def resources(path: str | Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def records(path: str | Path) -> dict[str, dict]:
+def records(path: str | Path, with_dropped: bool = False) -> dict[str, dict]:
     """key -> {mangled, demangled, sha256, instructions, resources, lines} for every kernel of a
-    build (.so/.cubin), or as stored in a reference .json (without lines)."""
+    build (.so/.cubin), or the "kernels" of a reference .json (without lines; with_dropped: and
+    its "dropped")."""
     path = Path(path)
     if path.suffix == ".json":
-        return json.loads(path.read_text())["kernels"]
+        doc = json.loads(path.read_text())
+        return {**doc["kernels"], **(doc.get("dropped", {}) if with_dropped else {})}
     lst, res = listings(path), resources(path)
     names = list(lst)
     out = {}
@@ -148,46 +153,12 @@ def table(rows: list[dict]) -> str:
 
 def write_reference(build: str | Path, out: str | Path, drop: list[str] = (), note: str = "",
                     flags: str = "", nvcc: str = "") -> dict:
-    """Write the records of `build` (minus keys matching any `drop` regex) to `out` as JSON."""
-    recs = records(build)
-    kept = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in recs.items()
-            if not any(re.search(d, k) for d in drop)}
+    """Write the records of `build` to `out` as JSON: under "kernels" those the reference is about,
+    under "dropped" those whose key matches a `drop` regex (kept for other checks)."""
+    recs = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in records(build).items()}
+    gone = {k for k in recs if any(re.search(d, k) for d in drop)}
     doc = {"source": str(build), "note": note, "nvcc": nvcc, "flags": flags, "drop": list(drop),
-           "dropped": sorted(set(recs) - set(kept)), "kernels": kept}
+           "kernels": {k: r for k, r in recs.items() if k not in gone},
+           "dropped": {k: r for k, r in recs.items() if k in gone}}
     Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelseek.sass_identity", description=__doc__.split("\n")[0])
-    ap.add_argument("old", help="a built .so/.cubin, or a reference .json")
-    ap.add_argument("new", nargs="?", help="the build to compare with OLD")
-    ap.add_argument("--diff", action="append", default=[], help="print the normalised listing diff of the "
-                    "kernels whose key contains this text (both sides must be builds)")
-    ap.add_argument("--write", help="write OLD's records to this .json (no comparison)")
-    ap.add_argument("--drop", action="append", default=[], help="with --write: leave out keys matching this regex")
-    ap.add_argument("--note", default="", help="with --write: a note stored in the file")
-    ap.add_argument("--flags", default="", help="with --write: the nvcc flags of the build, stored")
-    ap.add_argument("--nvcc", default="", help="with --write: the nvcc version line, stored")
-    a = ap.parse_args(argv)
-    if a.write:
-        doc = write_reference(a.old, a.write, a.drop, a.note, a.flags, a.nvcc)
-        print(f"wrote {a.write}: {len(doc['kernels'])} kernels ({len(doc['dropped'])} dropped)")
-        return 0
-    if not a.new:
-        ap.error("NEW is required unless --write is given")
-    old, new = records(a.old), records(a.new)
-    rows = compare(old, new)
-    print(table(rows))
-    for pat in a.diff:
-        for k in sorted(k for k in set(old) & set(new) if pat in k):
-            if "lines" not in old[k] or "lines" not in new[k]:
-                print(f"--diff {pat}: {k}: a reference .json has no listing; compare two builds")
-                continue
-            print(f"=== {k}")
-            print("\n".join(difflib.unified_diff(old[k]["lines"], new[k]["lines"], "old", "new", n=2, lineterm="")))
-    return 0 if all(r["status"] == "same" for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

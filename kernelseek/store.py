@@ -101,9 +101,11 @@ def write_results(run_dir: str | Path, meta: dict, rows: list[dict], summary: di
 
 def _read_json(p: Path, what: str):
     try:
-        return json.loads(p.read_text())
-    except FileNotFoundError:
+        return json.loads(p.read_text(encoding="utf-8"))
+    except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(f"{p}: no {what}") from None
+    except UnicodeDecodeError as e:
+        raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): not a {what}") from None
     except json.JSONDecodeError as e:
         raise ValueError(f"{p}: not valid JSON ({e})") from None
 

@@ -63,6 +63,22 @@ def version() -> str:
     return f"FlashAttention-3 (vLLM {VLLM_VERSION} _vllm_fa3_C) {path} sha256 {_sha(str(path))[:12]}" if path else ""
 
 
+def with_unset_optionals(op, kw: dict) -> dict:
+    """kw plus None for every optional argument of the op's schema (`Tensor?`, `int?`, ...) that has
+    no default and is not given: the library's schema declares them without defaults, and torch's
+    dispatcher refuses a call that leaves one out."""
+    try:
+        args = op.default._schema.arguments
+    except AttributeError:   # not a torch op (tests): nothing to fill
+        return dict(kw)
+    out = dict(kw)
+    for a in args[3:]:       # q, k, v are passed positionally
+        t = str(a.type)
+        if a.name not in out and not a.has_default_value() and (t.endswith("?") or t.startswith("Optional[")):
+            out[a.name] = None
+    return out
+
+
 def _uniform_cu(n_batch: int, seqlen: int, device):
     import torch
     return torch.arange(0, (n_batch + 1) * seqlen, seqlen, dtype=torch.int32, device=device)
@@ -111,6 +127,8 @@ def bind(s, inp):
     elif s.paged:
         import torch
         kw["seqused_k"] = torch.full((s.n_batch,), s.seqlen_k, dtype=torch.int32, device=dev)
+
+    kw = with_unset_optionals(fwd, kw)
 
     def call():
         return fwd(q, k, v, **kw)

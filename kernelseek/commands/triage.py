@@ -1,9 +1,13 @@
-"""`kernelseek triage RUN`: which rows and feature groups bring the geometric mean down."""
+"""`kernelseek triage RUN`: which rows and feature groups bring the geometric mean down.
+
+RUN is a run directory, its results.json, or a campaign directory (its timeline, then its latest
+evaluation). A missing or bad results file (RUN, --compare, --repeat) is one line naming it, exit 2.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
+from . import UserError, about, user_input
 from .. import compare as CMP
 from .. import history, results, store
 from .. import triage as T
@@ -22,45 +26,36 @@ def register(subparsers) -> None:
     p.set_defaults(func=run)
 
 
+def _load(path) -> list:
+    with user_input(path):
+        return results.load(path)[0]
+
+
 def run(args) -> int:
     target = Path(args.run_dir)
     if store.Campaign(target).evals.is_dir():
         evs = store.campaign_evals(target)
         if not evs:
-            print(f"{target}: no evaluations under evals/")
-            return 2
-        tl = history.timeline(evs)
-        print(tl.to_string(index=False))
+            raise UserError(f"{target}: no evaluations under evals/")
+        for ev in evs:
+            _load(ev)
+        print(history.timeline(evs).to_string(index=False))
         target = evs[-1]
         print(f"\nlatest evaluation: {target}\n")
-    try:
-        rows, _ = results.load(target)
-    except (FileNotFoundError, ValueError) as e:
-        print(e)
-        return 2
-    t = T.triage(rows)
-    print(t.text())
-    if args.repeat:
-        runs = [(target.name, rows)]
-        for d in args.repeat:
-            try:
-                runs.append((Path(d).name, results.load(d)[0]))
-            except (FileNotFoundError, ValueError) as e:
-                print(e)
-                return 2
+    rows = _load(target)
+    repeat = [(Path(d).name, _load(d)) for d in args.repeat or []]
+    rows2 = _load(args.compare) if args.compare else None
+    print(T.triage(rows).text())
+    if repeat:
         print("\n== repeatability (consecutive runs)")
-        print(CMP.format_repeatability(CMP.repeatability(runs)))
-    if args.compare:
-        try:
-            rows2, _ = results.load(args.compare)
-        except (FileNotFoundError, ValueError) as e:
-            print(e)
-            return 2
+        print(CMP.format_repeatability(CMP.repeatability([(target.name, rows)] + repeat)))
+    if rows2 is not None:
         print(f"\n== {target} -> {args.compare}")
         print(CMP.format_compare(CMP.compare(rows, rows2, args.noise), rows, rows2))
     if args.plot:
         from .. import plots
-        fig = plots.speedup_bars(rows2 if args.compare else rows)
-        fig.savefig(args.plot, dpi=120, bbox_inches="tight")
+        fig = plots.speedup_bars(rows2 if rows2 is not None else rows)
+        with user_input(args.plot):
+            fig.savefig(args.plot, dpi=120, bbox_inches="tight")
         print(f"\nwrote {args.plot}")
     return 0

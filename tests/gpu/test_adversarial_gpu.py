@@ -3,7 +3,7 @@ the honest kernels pass unflagged, in one run of the real harness.
 
 Each kernel gets one evaluate() on tests/adversarial/grid.yaml against cuDNN (KSEEK_ADV_BASELINE
 to change), with a short timing budget; its rows must match the `// EXPECT:` line of its file
-(tests/adversarial/expect.py has the rule). kernels/naive_fwd.cu and kernels/fa3_hopper.cu (when
+(tests/adversarial/expect.py has the rule). kernels/naive_fwd.cu and kernels/fa3_hopper (when
 present) must pass every row, timed, with suspicious False. A `// HOLE:` kernel that slips through
 today is an expected failure (xfail) naming the hole, never a pass.
 
@@ -57,7 +57,7 @@ GRAPH = os.environ.get("KSEEK_ADV_GRAPH", "1") == "1"   # also time CUDA-graph r
 
 def _kernels() -> list:
     out = [X.honest(REPO / "kernels" / "naive_fwd.cu")]
-    fa3 = REPO / "kernels" / "fa3_hopper.cu"
+    fa3 = REPO / "kernels" / "fa3_hopper"   # a kernel folder
     if fa3.exists():
         out.append(X.honest(fa3))
     return out + [X.parse(p) for p in X.kernel_files()]

@@ -61,3 +61,16 @@ def test_run_meta_counts_each_baseline_and_keeps_its_version():
     note_baselines(seen, {"baselines": {"fa3": {"status": "passed", "version": "FA3 /root/fa3/x.so sha256 ab"}}})
     assert seen == {"fa3": {"version": "FA3 /root/fa3/x.so sha256 ab", "passed": 2, "other": 0},
                     "cudnn": {"version": "cuDNN 9.19", "passed": 0, "other": 1}}
+
+
+def test_unset_optional_arguments_are_passed_as_none():
+    # torch's dispatcher refuses a call that omits an optional argument declared without a default
+    # (seen on the H200: "_vllm_fa3_C::fwd() is missing value for argument 'k_new'"); a real op's
+    # schema stands in for the library's here
+    import torch
+    op = torch.ops.aten._flash_attention_forward
+    kw = fa3_vllm.with_unset_optionals(op, {"max_q": 1, "max_k": 1, "dropout_p": 0.0, "is_causal": True,
+                                            "return_debug_mask": False})
+    assert kw["cum_seq_q"] is None and kw["cum_seq_k"] is None   # Optional, no default: filled
+    assert "scale" not in kw and "block_table" not in kw          # Optional with a default: left alone
+    assert kw["is_causal"] is True
