@@ -42,12 +42,14 @@ def _gpu(run: Path) -> str:
 
 
 def newest_run(root: Path | str = COMMITTED, gpu: str = "H200", grid: str | None = None) -> Path:
-    """The newest committed run of a whole grid on `gpu` (by the finish time in its meta): what
-    gap_triage and bounds show when no run is given. Raises FileNotFoundError naming `root`."""
-    from .mainjob import committed_runs
-    runs = [r for r in committed_runs(Path(root), grid=grid) if gpu.lower() in _gpu(r).lower()]
+    """The newest committed, timed run of a whole grid on `gpu` (by the finish time in its meta): what
+    gap_triage and bounds show when no run is given. Check-only runs (no times, so no speedups) and
+    runs of a few rows are passed over. Raises FileNotFoundError naming `root`."""
+    from .mainjob import _meta, committed_runs
+    runs = [r for r in committed_runs(Path(root), grid=grid)
+            if gpu.lower() in _gpu(r).lower() and not _meta(r).get("check_only")]
     if not runs:
-        raise FileNotFoundError(f"{root}: no committed {gpu} run" + (f" of grid {grid}" if grid else ""))
+        raise FileNotFoundError(f"{root}: no committed, timed {gpu} run" + (f" of grid {grid}" if grid else ""))
     return runs[-1]
 
 

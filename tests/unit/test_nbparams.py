@@ -21,12 +21,12 @@ def test_repo_path_from_the_repository_then_the_cwd(tmp_path, monkeypatch):
     assert nbparams.repo_glob("data/traces/*.jsonl") == sorted(str(p) for p in (ROOT / "data" / "traces").glob("*.jsonl"))
 
 
-def test_newest_run_is_the_last_whole_grid_h200_run(tmp_path):
+def test_newest_run_is_the_last_timed_whole_grid_h200_run(tmp_path):
     runs = committed_runs()
     newest = nbparams.newest_run()
     assert newest in runs and "H200" in _meta(newest)["env"]["gpu"]
     later = runs[runs.index(newest) + 1:]
-    assert all("H200" not in str((_meta(r).get("env") or {}).get("gpu")) for r in later)
-    assert not _meta(newest).get("scenarios_filter")                                  # not an A/B subset
-    with pytest.raises(FileNotFoundError, match="no committed H200 run"):
+    assert all("H200" not in str((_meta(r).get("env") or {}).get("gpu")) or _meta(r).get("check_only") for r in later)
+    assert not _meta(newest).get("scenarios_filter") and not _meta(newest).get("check_only")   # timed, whole grid
+    with pytest.raises(FileNotFoundError, match="no committed, timed H200 run"):
         nbparams.newest_run(tmp_path)
