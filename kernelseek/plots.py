@@ -98,7 +98,7 @@ def _row_ticks(ax, labels: list[str], size: float = 7.5) -> None:
 # ---- one run -----------------------------------------------------------------------------------
 def speedup_bars(table: Any, title: str | None = None, meta: dict | None = None, run: str | None = None) -> Figure:
     """Per-row speedup on a log axis, the parity line at 1 and the geomean; failed and n/a rows
-    marked with x, rows the harness flagged SUSPICIOUS with a star.
+    marked with x, rows the harness flagged for review with a star.
 
     One bar per timed row, in table order, from 1 to the speedup; an untimed row gets an 'x' on
     the parity line. `meta` (a run's meta) and `run` (its name) go into the caption line.
@@ -139,7 +139,7 @@ def speedup_bars(table: Any, title: str | None = None, meta: dict | None = None,
                               label="not timed: failed, or no usable baseline (n/a)"))
     if any(r.suspicious for r in rows):
         handles.append(Line2D([], [], marker="*", color=FAIL, markersize=10, ls="none",
-                              label="SUSPICIOUS: gain too large to trust unchecked"))
+                              label="FLAGGED: gain too large to trust unchecked\n(not met until reviewed)"))
     ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _titles(fig, ax, title or "Speedup per row against the baseline", caption(meta, run, rows))
     return fig

@@ -197,8 +197,8 @@ def table_notes(rows: list[Row]) -> list[str]:
              "speedup = base ms / ms (above 1: we are faster); TFLOP/s, GB/s = our FLOPs and minimum bytes per second."]
     flagged = [r for r in rows if r.suspicious]
     if flagged:
-        notes.append("SUSPICIOUS = a result too good to trust unchecked (a gain above the flag line that the kernel "
-                     "time confirms, or a rate above the GPU's measured ceiling); check the benchmark before "
-                     "believing it: " + "; ".join(f"{f'row {r.row}' if r.row is not None else r.scenario}: "
+        notes.append("FLAGGED (not met until reviewed) = a speedup too large to trust unchecked (above the flag "
+                     "line over the best baseline): the goal counts the row as not met until `kernelseek review "
+                     "RUN --scenario S --note ...` records that someone checked the benchmark: " + "; ".join(f"{f'row {r.row}' if r.row is not None else r.scenario}: "
                                                   f"{r.suspicious_reason or 'flagged'}" for r in flagged))
     return [textwrap.fill(n, 115, subsequent_indent="  ") for n in notes]

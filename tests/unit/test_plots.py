@@ -59,8 +59,8 @@ def test_speedup_bars_caption_names_kernel_baseline_and_run():
     fig = plots.speedup_bars(rows, meta=meta, run="run-1")
     cap = fig.axes[0].get_title()
     assert cap == "kernel k.cu | grid g | baseline best (per row the fastest of: fa4) | run run-1 | Test GPU"
-    assert any(ln.get_marker() == "*" for ln in fig.axes[0].lines)         # the SUSPICIOUS row's star
-    assert any("SUSPICIOUS" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
+    assert any(ln.get_marker() == "*" for ln in fig.axes[0].lines)         # the flagged row's star
+    assert any("FLAGGED" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
 def test_sol_bars_two_per_row():
