@@ -1,4 +1,4 @@
-"""FlashAttention-3-compatible Python API over our kernel (the kernels/fa3_hopper folder by default).
+"""FlashAttention-3-compatible Python API over our kernel (kernels/fa3_hopper.cu by default).
 
     from kernelseek.attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
@@ -9,16 +9,18 @@ per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through pag
 cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
 What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
 cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel (a file or a kernel folder) is built once per process (KSEEK_ATTENTION_KERNEL overrides the path).
+The kernel (the folder kernels/fa3_hopper/, or the file it was split from) is built once per process
+(KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a kernel folder).
 """
 from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = REPO / "kernels" / "fa3_hopper"   # a kernel folder (built from fa3_hopper/fa3_hopper.cu)
+from .paths import KERNELS
+
+DEFAULT_KERNEL = next((p for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu") if p.exists()),
+                      KERNELS / "fa3_hopper")
 _LIBS: dict[str, object] = {}
 
 
@@ -95,17 +97,13 @@ def _run(call: _Call, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_
         lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)      # [H, total_q]
     else:
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)  # [B, H, Sq]
-    lib = _lib()
-    params = abi.make_params(call, inp, o, lse)
-    nbytes = lib.workspace_bytes(params)
-    ws = torch.empty(max(int(nbytes), 16), dtype=torch.uint8, device=q.device) if nbytes else None
-    if ws is not None:
-        params = abi.make_params(call, inp, o, lse, ws)
-    rc = lib.fwd(params, torch.cuda.current_stream(q.device).cuda_stream)
-    if rc == 1:
-        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination ({call})")
-    if rc != 0:
-        raise RuntimeError(f"kernelseek.attention: kernel returned {rc} ({abi.STATUS.get(rc, '?')})")
+    try:
+        abi.launch(_lib(), call, inp, o, lse)                # on q's device's current stream
+    except abi.Unsupported as e:
+        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
+                                  f"({call})") from e
+    except abi.LaunchError as e:
+        raise RuntimeError(f"kernelseek.attention: {e}") from e
     return (o, lse) if return_lse else o
 
 

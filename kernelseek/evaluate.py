@@ -2,6 +2,7 @@
 
     kernelseek eval kernels/naive_fwd.cu --grid bench26 --baseline best
     kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
+    kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
 Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
 rows, derives speedup and rates, flags suspicious results, and writes the run directory
@@ -9,7 +10,6 @@ rows, derives speedup and rates, flags suspicious results, and writes the run di
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import socket
@@ -19,9 +19,10 @@ import time
 from pathlib import Path
 
 from . import results as R
-from .scenarios import GridError, Scenario, load_grid, select
+from . import store
+from .paths import REPO
+from .scenarios import Scenario, load_grid, select
 
-REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
@@ -152,58 +153,129 @@ def exit_code(rows: list[R.Row]) -> int:
     return 0
 
 
+def check_baseline(spec: str) -> None:
+    """ValueError unless `spec` names baselines: best, all, names from baselines.REGISTRY (comma-separated),
+    or a kernel file (FILE.cu or original:FILE) that exists."""
+    from .baselines import REGISTRY
+    for name in str(spec).split(","):
+        if name in ("best", "all") and spec == name or name in REGISTRY:
+            continue
+        path = name.split(":", 1)[1] if name.startswith("original:") else name if name.endswith(".cu") else None
+        if path is None:
+            raise ValueError(f"--baseline {spec}: unknown baseline '{name}' "
+                             f"(known: best, all, {', '.join(REGISTRY)}, FILE.cu)")
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"--baseline {spec}: kernel file {path}: not found")
+
+
+def check_inputs(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
+                 timeout_s: float = 300.0, budget_s: float = 0.4, arch: str = "sm_90a",
+                 defines: dict | None = None) -> list[Scenario]:
+    """The scenarios an evaluation would run, after checking each input it takes, before anything is
+    built or written. Raises FileNotFoundError or ValueError (GridError, KernelError) naming the
+    input at fault."""
+    from .build import arch_flags, check_defines, entry_file
+    entry_file(kernel)                    # a .cu file, or a folder holding <name>/<name>.cu
+    check_defines(defines)
+    for name, v in (("--timeout", timeout_s), ("--budget", budget_s)):
+        if not (isinstance(v, (int, float)) and 0 < v < float("inf")):
+            raise ValueError(f"{name} {v}: expected a positive number of seconds")
+    check_baseline(baseline)
+    arch_flags(arch)
+    return select(load_grid(grid), scenarios)
+
+
+def machine_problem(worker_cmd=None) -> str | None:
+    """Why this machine cannot evaluate (no nvcc; no CUDA GPU for torch), or None. Checked before
+    anything is built, so a machine without a GPU stops at once instead of failing every row."""
+    from .build import NvccNotFound, find_nvcc
+    try:
+        find_nvcc()
+    except NvccNotFound as e:
+        return str(e)
+    if worker_cmd is not None:     # a worker of the caller's own (tests): it answers for the GPU
+        return None
+    try:
+        import torch
+        ok = torch.cuda.is_available()
+    except Exception as e:         # a broken torch install is this machine's problem too
+        return f"torch cannot be imported here ({type(e).__name__}: {e}); eval needs torch with CUDA"
+    if not ok:
+        return (f"no CUDA GPU here (torch {torch.__version__}: torch.cuda.is_available() is False); "
+                "eval checks and times on a GPU: run it where one is, or `kernelseek main` to replay "
+                "the committed H200 results")
+    return None
+
+
+def compiler_errors(log: str, limit: int = 600) -> str:
+    """The compiler's error lines from a build log, joined (not the nvcc command line heading the log);
+    the log's last lines when none says "error"."""
+    lines = [ln.strip() for ln in (log or "").splitlines()]
+    if lines and "nvcc" in lines[0]:
+        lines = lines[1:]               # build.build puts the command line first
+    lines = [ln for ln in lines if ln]
+    errs = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
+    text = " | ".join(errs or lines[-5:])
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict) -> tuple[str | None, str | None]:
+    """Build the kernel (with its defines) and check its constraints, recording both in the run
+    folder and meta. Returns (the .so path, None) or (None, why every row is refused)."""
+    from . import build as B
+    from . import constraints as C
+    br = B.build(kpath, arch=arch, defines=defines)
+    store.write_build(run, br.log or "", br.ptxas)
+    meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
+    if not br.ok:
+        return None, "build failed: " + compiler_errors(br.log)
+    reasons = list(C.check_binary(br.so_path).reasons) + list(C.check_source(kpath).reasons)
+    meta["constraints"] = reasons
+    if reasons:
+        return None, "constraint check refused the kernel: " + "; ".join(reasons)
+    return str(br.so_path), None
+
+
+def _start_meta(seed: int) -> dict:
+    """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
+    return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+
+
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "") -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults."""
+             command: str = "", defines: dict | None = None) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
+    (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
+    faults; bad inputs (check_inputs, a bad define) raise before the run directory exists."""
     from . import build as B
-    from . import constraints as C
     from .worker import Worker
     t_start = time.perf_counter()
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
-    scen = select(load_grid(grid), scenarios)
-    run = R.new_run_dir(runs_dir, Path(kernel).stem)
-    (run / "build").mkdir()
     kpath = Path(kernel)
-    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
-            "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
-            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # KSEEK_* settings the kernel or the worker read (e.g. a kernel's A/B switch)
-            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines)
+    defines = B.check_defines(defines)
+    run = R.new_run_dir(runs_dir, kpath.stem)
+    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
+            "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
-    so = None
     t = time.perf_counter()
-    if not kpath.exists():
-        raise FileNotFoundError(f"kernel file {kernel}: not found")
-    br = B.build(kpath, arch=arch)
+    so, refuse = _build_step(kpath, arch, defines, run, meta)
     phases["build_s"] = time.perf_counter() - t
-    (run / "build" / "log.txt").write_text(br.log or "")
-    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
-    meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
-    refuse = None
-    if not br.ok:
-        refuse = "build failed: " + (br.log or "").strip()[-400:]
-    else:
-        cr = C.check_binary(br.so_path)
-        cs = C.check_source(kpath)
-        reasons = list(cr.reasons) + list(cs.reasons)
-        meta["constraints"] = reasons
-        if reasons:
-            refuse = "constraint check refused the kernel: " + "; ".join(reasons)
-        so = str(br.so_path)
     if refuse:
         rows = [R.Row(scenario=s.name, row=s.row, grid=grid, status="refused", reason=refuse,
                       features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
         meta["wall_s"] = time.perf_counter() - t_start
         R.save(run, rows, meta)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -221,6 +293,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
+            note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, ceilings))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
@@ -233,8 +306,18 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     R.save(run, rows, meta)
-    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    store.write_meta(run, meta)
     return run, rows, meta
+
+
+def note_baselines(seen: dict, reply: dict) -> None:
+    """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
+    version string (which says what ran and where it was loaded from), and how many rows it passed
+    or was skipped/failed on, so a run records exactly which baselines took part."""
+    for name, b in (reply.get("baselines") or {}).items():
+        rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
+        rec["version"] = rec["version"] or str(b.get("version") or "")
+        rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
 def _progress(items, on: bool):
@@ -245,38 +328,3 @@ def _progress(items, on: bool):
         return tqdm(items, unit="scenario", file=sys.stderr, dynamic_ncols=True)
     except ImportError:
         return items
-
-
-def register(sub) -> None:
-    p = sub.add_parser("eval", help="build, check and time a kernel on a grid")
-    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
-    p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
-    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
-    p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
-    p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
-    p.add_argument("--json", action="store_true", help="print results.json instead of the table")
-    p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh random one, recorded)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario before the worker is killed")
-    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
-    p.add_argument("--runs-dir", default="runs")
-    p.add_argument("--arch", default="sm_90a")
-    p.add_argument("--no-progress", action="store_true")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    try:
-        run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
-                                   args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress)
-    except (GridError, FileNotFoundError, ValueError) as e:
-        print(f"kernelseek eval: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print((run / "results.json").read_text())
-    else:
-        print(R.format_table(rows))
-        ov = meta.get("harness_overhead_s")
-        print(f"run directory: {run}   wall {meta.get('wall_s', 0):.1f} s"
-              + (f", harness overhead {ov:.1f} s" if ov is not None else ""))
-    return exit_code(rows)

@@ -20,13 +20,16 @@ passed in every run. Runs of different kernel sources, or with different scenari
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
 
-DEFAULT_GOAL_FILE = Path(__file__).resolve().parent.parent / "goals" / "default.yaml"
+from . import store
+from .kernel_source import KernelError, kernel_hash
+from .paths import DEFAULT_GOAL
+
+DEFAULT_GOAL_FILE = DEFAULT_GOAL
 _KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
 
 
@@ -110,24 +113,13 @@ def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
 
 
 # ---- results and staleness ---------------------------------------------------------------------
-def find_results(path: str | Path) -> Path:
-    """results.json of a run dir, a results.json path, or a campaign's latest evals/<n>/."""
-    p = Path(path)
-    if p.is_file() or (p / "results.json").is_file():
-        return p if p.is_file() else p / "results.json"
-    evals = p / "evals"
-    if evals.is_dir():
-        done = [d for d in evals.iterdir() if d.name.isdigit() and (d / "results.json").is_file()]
-        if done:
-            return max(done, key=lambda d: int(d.name)) / "results.json"
-        raise FileNotFoundError(f"{evals}: no evaluation with a results.json yet")
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such run or campaign directory")
-    raise FileNotFoundError(f"{p}: no results.json and no evals/ directory")
+find_results = store.find_results   # run dir, results file, or a campaign's latest evaluation
 
 
 def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The kernel's hash as evaluate records it (meta kernel_sha256): kernel_source.kernel_hash, the
+    plain sha256 of a lone file, else of the kernel's local include closure (a file or a folder)."""
+    return kernel_hash(path)
 
 
 def staleness(meta: dict, kernel: str | Path | None = None, search=()) -> str | None:
@@ -142,13 +134,13 @@ def staleness(meta: dict, kernel: str | Path | None = None, search=()) -> str | 
         if not name:
             return "results name no kernel file (meta.kernel)"
         cands = [Path(name)] + [Path(d) / name for d in search]
-        kernel = next((c for c in cands if c.is_file()), None)
+        kernel = next((c for c in cands if c.exists()), None)
         if kernel is None:
             return f"kernel file {name} not found, so the results cannot be checked against it"
     try:
         have = sha256_file(kernel)
-    except OSError as e:
-        return f"cannot read kernel file {kernel} ({e.strerror})"
+    except (OSError, KernelError) as e:
+        return f"cannot read kernel {kernel} ({getattr(e, 'strerror', None) or e})"
     if have != want:
         return (f"stale: {kernel} changed since it was evaluated (sha256 {have[:12]} now, "
                 f"{want[:12]} in the results); run `kernelseek eval` again")
@@ -241,7 +233,6 @@ def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "")
     return Verdict(met, gm, goal.geomean, verdicts, stale, problems, where, goal.source)
 
 
-
 def judge_run(path, goal: Goal | None = None, kernel=None, search=()) -> Verdict:
     """Load the results at `path` (run dir, results.json or campaign) and judge them.
     Raises FileNotFoundError or ValueError when there are no readable results."""
@@ -302,25 +293,3 @@ def judge_runs(paths, goal: Goal | None = None, kernel=None, search=()) -> Verdi
     extra = [run] + list(run.parents)[:4]
     where = f"median of {len(runs)} runs: " + ", ".join(Path(w).name for _, _, w in runs)
     return judge(median_rows(runs), runs[0][1], goal or load_goal(), kernel, list(search) + extra, where=where)
-
-
-def _cmd_goal(args) -> int:
-    import sys
-    try:
-        goal = load_goal(args.goal)
-        v = judge_runs(args.run_dir, goal, kernel=args.kernel)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek goal: {e}", file=sys.stderr)
-        return 2
-    print(v.format())
-    return 0 if v.met else 1
-
-
-def register(sub) -> None:
-    p = sub.add_parser("goal", help="the goal verdict on a run directory (exit 0 only when met)")
-    p.add_argument("run_dir", nargs="+",
-                   help="run directory, results.json, or campaign directory (latest eval); several runs "
-                        "of one kernel are judged on each scenario's median speedup")
-    p.add_argument("--goal", help=f"goal YAML (default: {DEFAULT_GOAL_FILE.name} or parity)")
-    p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
-    p.set_defaults(func=_cmd_goal)

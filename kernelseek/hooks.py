@@ -23,6 +23,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from . import store
+from .paths import REPO
+
 POINTER = Path(".kernelseek") / "campaign"
 ENV_CAMPAIGN, ENV_GOAL, ENV_MAX_BLOCKS = "KERNELSEEK_CAMPAIGN", "KERNELSEEK_GOAL", "KERNELSEEK_MAX_BLOCKS"
 DEFAULT_MAX_BLOCKS = 8
@@ -46,8 +49,8 @@ def find_campaign(cwd: str | Path, env=None) -> Path | None:
 def _goal_file(campaign: Path | None, cwd: Path, env, explicit=None):
     cands = [explicit, env.get(ENV_GOAL) or None]
     if campaign is not None:
-        cands.append(campaign / "goal.yaml")
-    cands.append(cwd / ".kernelseek" / "goal.yaml")
+        cands.append(store.Campaign(campaign).goal)
+    cands.append(cwd / ".kernelseek" / store.GOAL)          # the project's own, named like a campaign's
     for c in cands:
         if c and (Path(c).is_file() or c in (explicit, env.get(ENV_GOAL))):
             return c
@@ -55,7 +58,7 @@ def _goal_file(campaign: Path | None, cwd: Path, env, explicit=None):
 
 
 def _state_path(campaign: Path | None, cwd: Path) -> Path:
-    if campaign is not None and (campaign / "evals").is_dir() and os.access(campaign, os.W_OK):
+    if campaign is not None and store.Campaign(campaign).evals.is_dir() and os.access(campaign, os.W_OK):
         return campaign / STATE_NAME
     return cwd / ".kernelseek" / STATE_NAME
 
@@ -191,33 +194,10 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
     return {"decision": "block", "reason": " ".join(reason.split())}, note
 
 
-def _cmd_stop(args) -> int:
-    raw = sys.stdin.read()
-    try:
-        payload = json.loads(raw) if raw.strip() else {}
-        payload = payload if isinstance(payload, dict) else {}
-    except ValueError:
-        payload = {}
-        print("kernelseek: the Stop payload is not JSON; judging from the current directory", file=sys.stderr)
-    try:
-        out, note = stop(payload, goal_path=args.goal)
-    except Exception as e:  # fail closed once, then open: never trap the agent on our own bug
-        if payload.get("stop_hook_active"):
-            print(f"kernelseek: Stop hook error ({e!r}); allowing the stop", file=sys.stderr)
-            return 0
-        out, note = {"decision": "block", "reason": f"KernelSeek Stop hook error: {e!r}. "
-                     "Check the campaign pointer and results, then try to stop again."}, ""
-    if note:
-        print(note, file=sys.stderr)
-    if out is not None:
-        print(json.dumps(out))
-    return 0
-
-
 # ---- init claude-code ------------------------------------------------------------------------
 def default_command() -> str:
     """How Claude Code should run the hook: this Python, finding this package."""
-    root = Path(__file__).resolve().parent.parent
+    root = REPO                                     # the directory holding the kernelseek package
     py = shlex.quote(sys.executable)
     if "site-packages" in root.parts or "dist-packages" in root.parts:
         return f"{py} -m kernelseek hook stop"
@@ -256,33 +236,3 @@ def install_claude_code(project: str | Path, command: str | None = None,
         (project / POINTER).parent.mkdir(parents=True, exist_ok=True)
         (project / POINTER).write_text(str(campaign) + "\n")
     return path, not present
-
-
-def _cmd_init(args) -> int:
-    try:
-        path, changed = install_claude_code(args.dir, args.command, args.campaign)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek init: {e}", file=sys.stderr)
-        return 2
-    print(f"{path}: {'added the KernelSeek Stop hook' if changed else 'the KernelSeek Stop hook is already there'}")
-    if args.campaign:
-        print(f"{Path(args.dir) / POINTER}: points at {args.campaign}")
-    return 0
-
-
-def register(sub) -> None:
-    """Both verbs: `hook stop` and `init claude-code`."""
-    hp = sub.add_parser("hook", help="Claude Code hooks (stop)")
-    hs = hp.add_subparsers(dest="hook_cmd", metavar="HOOK")
-    sp = hs.add_parser("stop", help="the Stop hook: JSON payload on stdin; blocks while the goal is unmet")
-    sp.add_argument("--goal", help=f"goal YAML (default: ${ENV_GOAL}, the campaign's goal.yaml, goals/default.yaml)")
-    sp.set_defaults(func=_cmd_stop)
-    hp.set_defaults(func=lambda a: (hp.print_help(), 2)[1])
-    ip = sub.add_parser("init", help="add KernelSeek's Stop hook to a project's .claude/settings.json")
-    is_ = ip.add_subparsers(dest="init_cmd", metavar="TARGET")
-    cp = is_.add_parser("claude-code", help="add the Stop hook to <dir>/.claude/settings.json")
-    cp.add_argument("--dir", default=".", help="the project directory (default: .)")
-    cp.add_argument("--command", help="the hook command (default: this Python running kernelseek)")
-    cp.add_argument("--campaign", help=f"also write {POINTER} pointing at this campaign or run directory")
-    cp.set_defaults(func=_cmd_init)
-    ip.set_defaults(func=lambda a: (ip.print_help(), 2)[1])

@@ -28,7 +28,9 @@ import time
 from pathlib import Path
 from typing import Iterable
 
-TRACE = "trace.jsonl"
+from . import store
+
+TRACE = store.TRACE
 SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
 SECRET_PATTERNS = (re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
                    re.compile(r"(?i)\b(bearer|x-api-key:?)\s+[A-Za-z0-9._\-]{16,}"))
@@ -101,9 +103,7 @@ class TraceWriter:
 
 def read(path) -> list[dict]:
     """Every well-formed event of a trace file (a torn or foreign line is skipped)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / TRACE
+    p = store.trace_file(path)
     out = []
     if not p.exists():
         return out
@@ -235,44 +235,3 @@ def import_session(path, label: str = "") -> list[dict]:
         author = "agent" if side else ("harness" if r.get("isMeta") or _META_USER.match(text) else "human")
         add("message", t, role="user", author=author, content=[{"type": "text", "text": text}], sidechain=side)
     return events
-
-
-# ---- CLI -------------------------------------------------------------------------------------
-def register(sub) -> None:
-    p = sub.add_parser("trace", help="campaign traces: import Claude Code sessions, print analytics")
-    s = p.add_subparsers(dest="trace_cmd", metavar="CMD")
-    i = s.add_parser("import-claude-code", help="convert a Claude Code session transcript (JSONL)")
-    i.add_argument("session", help="the session's .jsonl (~/.claude/projects/<project>/<session>.jsonl)")
-    i.add_argument("--out", help="where to write (default data/traces/<session name>.jsonl)")
-    i.add_argument("--label", default="", help="a note kept on the start event")
-    i.set_defaults(func=_cmd_import)
-    st = s.add_parser("stats", help="the analytics tables of one or more traces")
-    st.add_argument("traces", nargs="+", help="trace files or campaign directories")
-    st.set_defaults(func=_cmd_stats)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
-
-
-def _cmd_import(args) -> int:
-    out = Path(args.out) if args.out else Path(__file__).resolve().parent.parent / "data" / "traces" / \
-        (Path(args.session).stem + ".jsonl")
-    try:
-        events = import_session(args.session, label=args.label)
-        write_all(out, events)
-    except FileExistsError:
-        print(f"kernelseek trace: {out} exists; choose another --out")
-        return 2
-    except (OSError, ValueError) as e:
-        print(f"kernelseek trace: {e}")
-        return 2
-    print(f"{len(events)} events -> {out}")
-    return 0
-
-
-def _cmd_stats(args) -> int:
-    from . import analytics
-    try:
-        print(analytics.report([read(t) for t in args.traces], names=args.traces))
-    except (OSError, ValueError) as e:
-        print(f"kernelseek trace: {e}")
-        return 2
-    return 0

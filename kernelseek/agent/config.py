@@ -1,12 +1,13 @@
-"""A campaign's configuration (config.json) and the layout of its directory.
+"""A campaign's configuration and the layout of its directory (the layout: kernelseek.store).
 
     campaigns/<id>/
       config.json      this Config
       goal.yaml        the goal (a copy; the Stop hook reads it too)
       trace.jsonl      events, append-only (kernelseek.traces)
       inbox.jsonl      questions waiting (kernelseek.inbox)
-      workspace/       the agent's files: the kernel, kseek.h; the only place the shell may write
-      versions/<sha256>.cu   every kernel version evaluated
+      workspace/       the agent's files: the kernel (a file with the local headers it includes, or a
+                       kernel folder), kseek.h; the only place the shell may write
+      versions/<sha256>.cu   every kernel version evaluated (versions/<sha256>/ when it has local headers)
       evals/<n>/       run directories of its evaluations, in order
       notebooks/       executed notebooks
 """
@@ -19,16 +20,17 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import KSEEK_H
+from ..store import Campaign
 from .budget import Budget
 
-REPO = Path(__file__).resolve().parent.parent.parent
 ARMS = ("bare", "bank", "human", "equipped")
 DEFAULT_MODEL = "claude-opus-4-5"
 
 
 @dataclass
 class Config:
-    kernel: str                          # the starting kernel (.cu), copied into the workspace
+    kernel: str                          # the starting kernel (.cu file or kernel folder), copied into the workspace
     grid: str = "bench26"
     baseline: str = "best"
     arm: str = "bare"                    # bare | bank | human | equipped
@@ -96,25 +98,11 @@ class Config:
 
 
 @dataclass
-class Paths:
-    root: Path
+class Paths(Campaign):
+    """The campaign folder (kernelseek.store.Campaign) with its root made absolute for the loop."""
 
     def __post_init__(self):
         self.root = Path(self.root).resolve()
-
-    config = property(lambda s: s.root / "config.json")
-    goal = property(lambda s: s.root / "goal.yaml")
-    trace = property(lambda s: s.root / "trace.jsonl")
-    inbox = property(lambda s: s.root / "inbox.jsonl")
-    workspace = property(lambda s: s.root / "workspace")
-    versions = property(lambda s: s.root / "versions")
-    evals = property(lambda s: s.root / "evals")
-    notebooks = property(lambda s: s.root / "notebooks")
-
-    def eval_dirs(self) -> list[Path]:
-        ev = self.evals
-        ds = [d for d in ev.iterdir() if d.name.isdigit() and (d / "results.json").is_file()] if ev.is_dir() else []
-        return sorted(ds, key=lambda d: int(d.name))
 
 
 def new_campaign_id(cfg: Config) -> str:
@@ -122,19 +110,19 @@ def new_campaign_id(cfg: Config) -> str:
 
 
 def create(cfg: Config, root) -> Paths:
-    """Lay out a new campaign directory: config.json, goal.yaml, the workspace with the kernel."""
+    """Lay out a new campaign directory: config.json, goal.yaml, the workspace with the kernel (a
+    file with its local include closure, or a kernel folder as a folder)."""
+    from ..kernel_source import copy_kernel, kernel_files
     p = Paths(root)
     if p.config.exists():
         raise FileExistsError(f"{p.root}: a campaign already lives here; resume it instead")
     src = Path(cfg.kernel)
-    if not src.is_file():
-        raise FileNotFoundError(f"kernel file {cfg.kernel}: not found")
+    kernel_files(src)          # a missing kernel, a folder without its entry file, headers outside it
     for d in (p.workspace, p.versions, p.evals, p.notebooks):
         d.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, p.workspace / cfg.kernel_name)
-    hdr = REPO / "kernels" / "kseek.h"
-    if hdr.is_file() and not (p.workspace / "kseek.h").exists():
-        shutil.copyfile(hdr, p.workspace / "kseek.h")
+    copy_kernel(src, p.workspace, whole_folder=True)
+    if KSEEK_H.is_file() and not (p.workspace / KSEEK_H.name).exists():
+        shutil.copyfile(KSEEK_H, p.workspace / KSEEK_H.name)
     from ..goal import DEFAULT_GOAL_FILE, load_goal
     goal_src = Path(cfg.goal) if cfg.goal else DEFAULT_GOAL_FILE
     load_goal(goal_src if goal_src.is_file() else None)        # refuse a broken goal up front
@@ -146,7 +134,4 @@ def create(cfg: Config, root) -> Paths:
 
 def load(root) -> tuple[Config, Paths]:
     p = Paths(root)
-    try:
-        return Config.from_dict(json.loads(p.config.read_text())), p
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p.root}: no config.json: not a campaign directory") from None
+    return Config.from_dict(p.read_config()), p

@@ -61,7 +61,7 @@ def test_every_default_kernel_has_v12_sass_and_nothing_else_is_built(case):
 def test_cli_prints_the_table_and_exits_0(case):
     name, r, ref = case
     ref_file = CASES[name][1]
-    p = subprocess.run([sys.executable, "-m", "kernelseek.sass_identity", str(ref_file), str(r.so_path)],
+    p = subprocess.run([sys.executable, "tools/sass_identity.py", str(ref_file), str(r.so_path)],
                        capture_output=True, text=True, cwd=REPO, env={**__import__("os").environ, "PYTHONPATH": str(REPO)})
     assert p.returncode == 0, p.stdout + p.stderr
     assert p.stdout.strip().splitlines()[-1] == f"{len(ref['kernels'])} same"

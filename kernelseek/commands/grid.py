@@ -10,15 +10,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from .scenarios import GridError, load_grid, select
+from . import user_input
+from ..scenarios import load_grid, select
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "grid", help="list a grid's scenarios with FLOPs and bytes",
-        description="List a grid's scenarios: row, name, description, group, GFLOP, min MB.")
+        "grid", description="List a grid's scenarios: row, name, description, group, GFLOP, min MB.")
     p.add_argument("grid", metavar="NAME", help="built-in grid name (bench26, optest, hopper, smoke) or a .yaml path")
     p.add_argument("--scenarios", metavar="PATTERN", default=None,
                    help="comma-separated names, row numbers (3, 20-24) or name substrings")
@@ -53,11 +52,8 @@ def format_table(rows: list[dict], grid: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
+    with user_input(args.grid):
         scenarios = select(load_grid(args.grid), args.scenarios)
-    except GridError as e:
-        print(f"kernelseek grid: {e}", file=sys.stderr)
-        return 2
     rows = rows_of(scenarios)
     if args.json:
         print(json.dumps(rows, indent=1))
