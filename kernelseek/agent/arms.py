@@ -109,7 +109,7 @@ class Bank(Arm):
             return "start"
         if m.kind == "plateau":
             return f"plateau@{m.evidence.get('since')}"          # the record it stalls after
-        if m.kind == "suspicious_gain":                          # the evaluation and its new rows
+        if m.kind == "suspicious_gain":                          # the evaluation and its newly flagged rows
             return f"suspicious_gain@{len(h.evaluations)}:{','.join(m.evidence.get('new') or [])}"
         return f"{m.kind}@{m.evidence.get('time')}"
 
