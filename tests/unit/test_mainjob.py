@@ -63,7 +63,7 @@ def test_main_job_replays_without_gpu(tmp_path):
     assert "r12_prefill_d128_s16k" in out
     assert "gap triage" in out and "bound differencing" in out
     assert (tmp_path / "speedup.png").stat().st_size > 10_000
-    assert "versions of kernels/fa3_hopper.cu" in out           # the kernel's history, v2 .. now
+    assert "versions of kernels/fa3_hopper" in out           # the kernel's history, v2 .. now
     assert (tmp_path / "history.png").stat().st_size > 10_000
 
 
@@ -77,6 +77,13 @@ def test_summary_geomean_worst_and_parity():
     assert s["failed"] == 1 and s["na"] == 1 and not s["all_correct"]
     text = R.format_table(rows)
     assert "max error" in text and "n/a" in text
+    assert "columns: err/bound =" in text and "FLAGGED (not met until reviewed) =" not in text
+    rows[0].suspicious, rows[0].suspicious_reason, rows[0].row = True, "speedup 2.00x above 1.6x", 3
+    text = R.format_table(rows)
+    line = next(x for x in text.splitlines() if x.split()[:2] == ["3", "a"])
+    assert line.endswith("FLAGGED (not met until reviewed)")
+    note = " ".join(text.split("FLAGGED (not met until reviewed) =")[1].split())
+    assert "kernelseek review" in note and "row 3: speedup 2.00x above 1.6x" in note
 
 
 def test_results_roundtrip_and_bad_file(tmp_path):
