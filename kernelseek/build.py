@@ -195,8 +195,10 @@ def demangle(names: list[str]) -> list[str]:
 
 # ---- build ----------------------------------------------------------------------------------------
 def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str | Path | None = None,
-          timeout_s: float = NVCC_TIMEOUT_S) -> BuildResult:
-    """Compile `src` into a cached shared library; ok False (with the log) on a compile error."""
+          timeout_s: float = NVCC_TIMEOUT_S, confine: bool = False) -> BuildResult:
+    """Compile `src` into a cached shared library; ok False (with the log) on a compile error.
+    confine: nvcc runs under bubblewrap seeing only the kernel's folder, kseek.h and its output
+    folder (kernelseek.confine.build_jail), so no #include reaches the repository or anything else."""
     t0 = time.perf_counter()
     src = Path(src)
     nvcc = find_nvcc()
@@ -205,7 +207,7 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
     include_dirs = [src.resolve().parent, REPO_KERNELS]
     flags = [*arch_flags(arch), *BASE_FLAGS, *map(str, extra_flags)]
     version = nvcc_version(nvcc)
-    key = cache_key(src, flags, arch, version, include_dirs)
+    key = cache_key(src, flags + (["<confined>"] if confine else []), arch, version, include_dirs)
     root = cache_root(cache_dir)
     entry = root / key
     so_name = src.stem + ".so"
@@ -220,8 +222,13 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
     try:
         cmd = [nvcc, *flags, *(f"-I{d}" for d in include_dirs), str(src.resolve()), "-o", str(tmp / so_name)]
+        run_cmd, env = cmd, None
+        if confine:
+            from .confine import build_jail, require
+            jail = build_jail(src, include_dirs, tmp)
+            run_cmd, env = jail.argv(cmd, require("the candidate's build")), jail.env
         try:
-            proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+            proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
             log, rc = (proc.stdout + proc.stderr), proc.returncode
         except subprocess.TimeoutExpired as e:
             log, rc = f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}", -1

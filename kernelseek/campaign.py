@@ -1,6 +1,7 @@
 """Campaigns: papermill runs of notebooks/campaign.ipynb, and the arm-by-replicate matrix on Dask.
 
     kernelseek campaign run --kernel kernels/naive_fwd.cu --grid bench26 --arm bank --steps 100
+    kernelseek campaign run ... --unconfined          run the agent and its candidates without bubblewrap
     kernelseek campaign resume campaigns/<id> [--steps 200]      continue a crashed campaign
     kernelseek campaign matrix --kernel ... --arms bare,bank,human,equipped --replicates 3 --gpus 0,1,2,3
     kernelseek campaign restore campaigns/<id> 7                  put evaluation 7's kernel back
@@ -13,6 +14,10 @@ tables. `matrix` submits one such run per (arm, replicate) to a Dask distributed
 LocalCluster with one single-threaded worker per GPU (each worker pinned to one GPU through the
 notebook's `gpu` parameter), or an existing scheduler (`--scheduler tcp://host:8786`; start its
 workers with `CUDA_VISIBLE_DEVICES=i dask worker ADDR --nthreads 1 --resources GPU=1`).
+
+Confinement (kernelseek.confine) is the default and needs bubblewrap: `run` refuses to start without
+it. `--unconfined` is the only way around it, and the trace's start event and the outcome row say so.
+The executed notebook and everything printed on stderr are redacted (kernelseek.redact).
 """
 from __future__ import annotations
 
@@ -49,7 +54,9 @@ def outcome(root) -> dict:
     gms = [e["geomean"] for e in evs if e.get("type") == "evaluation" and e.get("geomean") is not None
            and not e.get("filtered")]
     s = Spend.from_events(evs)
+    first = next((e for e in evs if e.get("type") in ("start", "resume")), {})
     return {"campaign": root.name, "arm": cfg.get("arm"), "replicate": cfg.get("replicate"),
+            "confined": first.get("confined", cfg.get("sandbox", "bwrap") != "none"),
             "stopped": stop.get("reason") or stop.get("message") or "running or crashed",
             "met": bool(stop.get("met")), "steps": s.steps, "tokens": s.tokens, "dollars": round(s.dollars, 4),
             "wall_s": round(s.wall_s, 1), "evaluations": sum(e.get("type") == "evaluation" for e in evs),
@@ -61,12 +68,21 @@ def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, 
     """Create the campaign and execute its notebook; returns the campaign directory.
     A failing notebook raises papermill's PapermillExecutionError (the executed copy is kept)."""
     import papermill as pm
+
+    from .redact import redacting_errors, scrub_notebook
     cfg = cfg.absolute()
+    if cfg.sandbox != "none":
+        from .confine import require
+        require("a campaign")              # refuse up front, before a campaign directory exists
     root = Path(campaigns_dir).resolve() / (campaign_id or new_campaign_id(cfg))
     paths = create(cfg, root)
-    pm.execute_notebook(str(notebook), str(paths.notebooks / "campaign.ipynb"),
-                        parameters=parameters(cfg, paths.root, gpu), kernel_name=kernel_name,
-                        progress_bar=False, cwd=str(REPO))
+    out = paths.notebooks / "campaign.ipynb"
+    try:
+        with redacting_errors():
+            pm.execute_notebook(str(notebook), str(out), parameters=parameters(cfg, paths.root, gpu),
+                                kernel_name=kernel_name, progress_bar=False, cwd=str(REPO))
+    finally:
+        scrub_notebook(out)                # a second line of defence: the loop already redacts
     return paths.root
 
 
@@ -136,7 +152,9 @@ def _config_args(p) -> None:
     p.add_argument("--thinking", type=int, default=0, help="extended-thinking budget per call (0: off)")
     p.add_argument("--evaluator", default="harness", help="harness | replay:DIR[,DIR...]")
     p.add_argument("--base-url", help="the Messages API (default: the client's)")
-    p.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    p.add_argument("--unconfined", action="store_true",
+                   help="run the agent's shell and the candidates WITHOUT bubblewrap (recorded in the trace and "
+                        "the summary); the default needs bubblewrap and refuses to start without it")
     p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
     p.add_argument("--campaigns-dir", default="campaigns")
     _budget_args(p)
@@ -153,7 +171,8 @@ def _budget_args(p, defaults: bool = True) -> None:
 def _config(a, arm: str = "bare", replicate: int = 0) -> Config:
     return Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
                   arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
-                  evaluator=a.evaluator, base_url=a.base_url, sandbox=a.sandbox, docs=a.docs, replicate=replicate,
+                  evaluator=a.evaluator, base_url=a.base_url, sandbox="none" if a.unconfined else "bwrap",
+                  docs=a.docs, replicate=replicate,
                   budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
 
 
@@ -194,13 +213,18 @@ def _cmd_run(a) -> int:
     try:
         root = run(_config(a, a.arm, a.replicate), a.campaigns_dir, a.id, gpu=a.gpu)
     except PapermillExecutionError as e:
-        print(f"kernelseek campaign: the notebook failed: {e.ename}: {e.evalue}", file=sys.stderr)
+        _err(f"the notebook failed: {e.ename}: {e.evalue}")
         return 1
-    except (OSError, ValueError) as e:
-        print(f"kernelseek campaign: {e}", file=sys.stderr)
+    except (OSError, ValueError, RuntimeError) as e:
+        _err(str(e))
         return 2
     print(json.dumps(outcome(root), indent=1))
     return 0 if outcome(root)["met"] else 1
+
+
+def _err(msg: str) -> None:
+    from .redact import Redactor
+    print(f"kernelseek campaign: {Redactor.from_env().text(msg)}", file=sys.stderr)
 
 
 def _cmd_matrix(a) -> int:
@@ -208,24 +232,24 @@ def _cmd_matrix(a) -> int:
     try:
         df = matrix(_config(a), [x.strip() for x in a.arms.split(",") if x.strip()], a.replicates,
                     a.campaigns_dir, a.scheduler, a.workers, gpus)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek campaign: {e}", file=sys.stderr)
+    except (OSError, ValueError, RuntimeError) as e:
+        _err(str(e))
         return 2
     print(df.to_string(index=False))
     return 0
 
 
 def _cmd_resume(a) -> int:
-    from .agent import Loop
+    from .agent import run_campaign
     from .agent.loop import CampaignCrash, MissingKey
     try:
         cfg, _ = load(a.run)
         b = dict(cfg.budget)
         b.update({k: v for k, v in (("steps", a.steps), ("tokens", a.tokens), ("dollars", a.dollars),
                                     ("wall_s", a.wall_s)) if v is not None})
-        out = Loop(a.run, budget=b).run()
-    except (MissingKey, CampaignCrash, OSError, ValueError) as e:
-        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        out = run_campaign(a.run, budget=b)
+    except (MissingKey, CampaignCrash, OSError, ValueError, RuntimeError) as e:
+        _err(str(e))
         return 2
     print(out.line())
     return 0 if out.met else 1

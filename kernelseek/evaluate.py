@@ -12,9 +12,11 @@ from __future__ import annotations
 import json
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -155,11 +157,12 @@ def exit_code(rows: list[R.Row]) -> int:
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "") -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults."""
+             command: str = "", confine: bool = False) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults.
+    confine: the candidate's build and the worker that loads it run under bubblewrap (see
+    kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
     from . import constraints as C
-    from .worker import Worker
     t_start = time.perf_counter()
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
@@ -180,7 +183,11 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     t = time.perf_counter()
     if not kpath.exists():
         raise FileNotFoundError(f"kernel file {kernel}: not found")
-    br = B.build(kpath, arch=arch)
+    if confine:
+        from .confine import require
+        require("a confined evaluation")     # before anything runs: a clear error, not a silent fallback
+    meta["confined"] = bool(confine)
+    br = B.build(kpath, arch=arch, confine=confine)
     phases["build_s"] = time.perf_counter() - t
     (run / "build" / "log.txt").write_text(br.log or "")
     (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
@@ -203,7 +210,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         (run / "meta.json").write_text(json.dumps(meta, indent=1))
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=run / "worker.log")
+    w, scratch = _worker(worker_cmd, so, baseline, arch, run / "worker.log", confine)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -225,6 +232,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
         w.close()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     meta["worker_restarts"] = w.restarts
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
@@ -235,6 +244,30 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     R.save(run, rows, meta)
     (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
     return run, rows, meta
+
+
+def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool):
+    """The worker (and its scratch folder, confined): plain, or under bubblewrap seeing only the package,
+    the candidate library, the prebuilt original:FILE.cu baselines, its scratch and the GPU."""
+    from .worker import Worker
+    if not confine:
+        return Worker(cmd=worker_cmd, log_path=log_path), None
+    from . import build as B
+    from .baselines import PREBUILT_ENV, original_paths
+    from .confine import require, worker_jail
+    libs, prebuilt, sources = [so], {}, []
+    for f in original_paths(baseline):
+        r = B.build(f, arch=arch, confine=True)
+        if r.ok:
+            prebuilt[f] = str(r.so_path)
+            libs.append(r.so_path)
+            sources.append(Path(f).resolve())
+    scratch = tempfile.mkdtemp(prefix="kseek-worker-")
+    env = dict(os.environ, **({PREBUILT_ENV: json.dumps(prebuilt)} if prebuilt else {}))
+    jail = worker_jail(libs, scratch, env)
+    jail.ro += sources
+    cmd = jail.argv(worker_cmd or [sys.executable, "-m", "kernelseek.worker"], require("the worker"))
+    return Worker(cmd=cmd, env=jail.env, log_path=log_path), scratch
 
 
 def _progress(items, on: bool):
@@ -261,6 +294,8 @@ def register(sub) -> None:
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--arch", default="sm_90a")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--confine", action="store_true",
+                   help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
     p.set_defaults(func=_cli)
 
 
@@ -268,8 +303,8 @@ def _cli(args) -> int:
     try:
         run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                    args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress)
-    except (GridError, FileNotFoundError, ValueError) as e:
+                                   progress=not args.no_progress, confine=args.confine)
+    except (GridError, FileNotFoundError, ValueError, RuntimeError) as e:
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2
     if args.json:

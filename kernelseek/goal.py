@@ -9,6 +9,8 @@ A goal file (YAML; goals/default.yaml is an example):
     by_scenario:          # overrides by scenario name (or bench row number); beat by_group
       dense_causal: 1.1
     max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
+A campaign's results are judged only through its ledger (kernelseek.ledger): evaluations the loop ran
+and recorded in the trace with their digest, never a results file that appeared in its folder.
 A row meets the goal only if its status is passed and its speedup is at least its minimum. Results
 whose kernel source hash (meta kernel_sha256) differs from the current kernel file are stale and
 never meet a goal; so are results that cannot be tied to a kernel file.
@@ -111,16 +113,15 @@ def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
 
 # ---- results and staleness ---------------------------------------------------------------------
 def find_results(path: str | Path) -> Path:
-    """results.json of a run dir, a results.json path, or a campaign's latest evals/<n>/."""
+    """results.json of a run dir, a results.json path, or a campaign's latest evaluation recorded in its
+    ledger (kernelseek.ledger: a results file the loop did not record is never judged; one changed
+    since raises ledger.ForgedResults, a ValueError)."""
+    from .ledger import latest
     p = Path(path)
     if p.is_file() or (p / "results.json").is_file():
         return p if p.is_file() else p / "results.json"
-    evals = p / "evals"
-    if evals.is_dir():
-        done = [d for d in evals.iterdir() if d.name.isdigit() and (d / "results.json").is_file()]
-        if done:
-            return max(done, key=lambda d: int(d.name)) / "results.json"
-        raise FileNotFoundError(f"{evals}: no evaluation with a results.json yet")
+    if (p / "evals").is_dir():
+        return latest(p)
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such run or campaign directory")
     raise FileNotFoundError(f"{p}: no results.json and no evals/ directory")

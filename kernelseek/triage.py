@@ -447,7 +447,11 @@ def format_history(df: pd.DataFrame) -> str:
 
 # ---- a campaign --------------------------------------------------------------------------------
 def campaign_evals(campaign_dir: str | Path) -> list[Path]:
-    """The run directories under campaigns/<id>/evals/, in numeric order."""
+    """The run directories under campaigns/<id>/evals/, in numeric order. For a campaign with a trace,
+    only the evaluations its ledger verifies (kernelseek.ledger); a bare folder of runs as it is."""
+    from .ledger import evaluations, is_campaign
+    if is_campaign(campaign_dir):
+        return evaluations(campaign_dir)
     ev = Path(campaign_dir) / "evals"
     dirs = [p for p in ev.iterdir() if (p / "results.json").exists()] if ev.is_dir() else []
     return sorted(dirs, key=lambda p: (int(p.name) if p.name.isdigit() else math.inf, p.name))

@@ -85,11 +85,10 @@ class History:
 
     @classmethod
     def from_campaign(cls, path, messages=(), noise: float | None = None) -> "History":
-        """Evaluations from a campaign's evals/<n>/results.json, in order of n."""
-        evals = Path(path) / "evals"
-        dirs = sorted((d for d in evals.iterdir() if d.name.isdigit() and (d / "results.json").is_file()),
-                      key=lambda d: int(d.name)) if evals.is_dir() else []
-        return cls([Evaluation.from_run(d) for d in dirs], list(messages), noise)
+        """Evaluations of a campaign, in order: those its loop recorded in the ledger (kernelseek.ledger);
+        a results file without a ledger entry, or changed since, is left out."""
+        from .ledger import evaluations
+        return cls([Evaluation.from_run(d) for d in evaluations(path)], list(messages), noise)
 
 
 @dataclass

@@ -50,10 +50,13 @@ class Human(Arm):
 
 
 def full_evals(paths, cfg) -> list:
-    """Run directories of the full, timed evaluations (what the triggers and the goal look at)."""
+    """Run directories of the full, timed evaluations the loop recorded in the ledger (what the triggers
+    and the goal look at)."""
     import json
+
+    from ..ledger import evaluations
     out = []
-    for d in paths.eval_dirs():
+    for d in evaluations(paths.root):
         meta = json.loads((d / "results.json").read_text()).get("meta", {})
         if not meta.get("check_only") and meta.get("scenarios_filter") == cfg.scenarios:
             out.append(d)

@@ -2,8 +2,10 @@
 
 `TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input)` runs one and returns
 (text, is_error). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
-versions/<sha256>.cu, runs the campaign's evaluator into evals/<n>/, and returns the results table
-and summary with the goal verdict; `restore` puts any evaluated version back.
+versions/<sha256>.cu, runs the campaign's evaluator into evals/<n>/ (confined when the sandbox is:
+the candidate's build and worker under bubblewrap), records the results' digest for the ledger
+(the loop writes it into the trace's `evaluation` event), and returns the results table and summary
+with the goal verdict; `restore` puts any evaluated version back.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import ledger
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
 from .config import Config, Paths
@@ -61,10 +64,12 @@ class EvalRecord:
     check_only: bool
     seconds: float
     verdict: object = None        # goal.Verdict for a full, timed evaluation
+    results_sha256: str = ""      # the ledger's digest of evals/<n>/results.json (kernelseek.ledger)
 
     def event(self, root: Path) -> dict:
         s = R.summarize(self.rows)
         return {"n": self.n, "dir": os.path.relpath(self.dir, root), "kernel_sha256": self.sha,
+                ledger.DIGEST: self.results_sha256,
                 "summary": s, "geomean": s["geomean_speedup"], "filtered": self.filtered,
                 "check_only": self.check_only, "seconds": round(self.seconds, 3),
                 "replayed_from": self.meta.get("replayed_from"),
@@ -149,7 +154,7 @@ class Toolbox:
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
-        n = sum(1 for d in evals.iterdir() if d.name.isdigit())
+        n = max([int(d.name) for d in evals.iterdir() if d.name.isdigit()] + [-1]) + 1
         filt = scenarios or self.cfg.scenarios
         t0 = time.monotonic()
         try:
@@ -157,7 +162,7 @@ class Toolbox:
                 run, rows, meta = self.evaluator(
                     str(self.kernel), self.cfg.grid, self.cfg.baseline, filt, check_only, self.cfg.seed,
                     self.cfg.eval_timeout_s, self.cfg.eval_budget_s, runs_dir=str(evals), progress=False,
-                    command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
+                    confine=self.sb.confined, command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
                             f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
         except (GridError, FileNotFoundError, ValueError) as e:
             return f"evaluation could not run: {e}"
@@ -166,13 +171,14 @@ class Toolbox:
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
         rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
-                         time.monotonic() - t0, verdict)
+                         time.monotonic() - t0, verdict, ledger.record(dest)[ledger.DIGEST])
         self.last_eval = rec
         return rec
 
     def verdict(self):
-        """The goal verdict on the latest full evaluation (stale if the kernel changed since)."""
-        for d in reversed(self.paths.eval_dirs()):
+        """The goal verdict on the latest full evaluation the loop recorded in the ledger (stale if the
+        kernel changed since); results files without a ledger entry are never judged."""
+        for d in reversed(ledger.evaluations(self.paths.root)):
             meta = json.loads((d / "results.json").read_text()).get("meta", {})
             if not meta.get("check_only") and meta.get("scenarios_filter") == self.cfg.scenarios:
                 return judge_run(d, self.goal, kernel=self.kernel)
