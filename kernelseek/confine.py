@@ -225,14 +225,28 @@ def _seed(src: Path, dst: Path) -> None:
             os.symlink(Path(d) / f, dst / rel / f)
 
 
+def _python_path(environ) -> list[Path]:
+    """$PYTHONPATH folders a worker may see (staged baselines such as FA4, carried wheels): never the
+    repository, a folder inside it, or one holding a protected path."""
+    out = []
+    for p in (environ.get("PYTHONPATH") or "").split(":"):
+        q = Path(p).resolve() if p else None
+        if q and q.is_dir() and not _under(q, REPO) and not any(_under(pr, q) for pr in protected()):
+            out.append(q)
+    return out
+
+
 def worker_jail(libraries, scratch, environ=None) -> Jail:
-    """The worker that loads candidate libraries: the kernelseek package and the libraries' folders
-    (read-only), its scratch (the only writable folder), the GPU devices; KSEEK_* settings pass."""
+    """The worker that loads candidate libraries: the kernelseek package, the libraries' folders and the
+    outside-the-repository $PYTHONPATH folders (read-only), its scratch (the only writable folder), the
+    GPU devices; KSEEK_* settings pass."""
     env_in = os.environ if environ is None else environ
     scratch = Path(scratch)
     pkg = Path(__file__).resolve().parent
-    ro = [pkg] + sorted({Path(p).resolve().parent for p in libraries if p})
-    extra = {"PYTHONPATH": str(pkg.parent), "PYTHONNOUSERSITE": "1", "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED": "1"}
+    paths = _python_path(env_in)
+    ro = [pkg, *paths] + sorted({Path(p).resolve().parent for p in libraries if p})
+    extra = {"PYTHONPATH": ":".join([str(pkg.parent), *map(str, paths)]), "PYTHONNOUSERSITE": "1",
+             "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED": "1"}
     for var, default in CACHES:
         src = Path(env_in.get(var) or os.path.expanduser(default))
         dst = scratch / "cache" / var.lower()
