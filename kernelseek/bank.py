@@ -411,9 +411,3 @@ def select(moment: str, rows=None, *, bounds=None, meta=None, entries=None, aske
     best = min(fresh, key=rank)
     return Question(id=best.id, text=fill(best.text, vals), group=best.group, moment=moment,
                     layer=best.layer, check=best.check)
-
-
-def register(sub) -> None:
-    """The `bank` verb (lint, list, ask); see bank_lint.py."""
-    from .bank_lint import register as _register
-    _register(sub)

@@ -25,7 +25,6 @@ from typing import Any
 
 import pandas as pd
 
-from kernelseek import results
 from kernelseek.triage import as_rows
 
 CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", Path(__file__).resolve().parent.parent / "data" / "ceilings"))
@@ -272,42 +271,3 @@ def format_bounds(df: pd.DataFrame, ceilings: dict | None = None) -> str:
                      f"{f(r.baseline_ms, '8.4f')} {f(r.sol_baseline, '6.3f')} {f(r.outside_candidate_ms, '7.4f')} "
                      f"{f(r.outside_baseline_ms, '7.4f')}")
     return "\n".join(lines)
-
-
-# ---- CLI ---------------------------------------------------------------------------------------
-def register(sub) -> None:
-    p = sub.add_parser("ceilings", help="measure this GPU's matrix rates, bandwidth and launch overhead")
-    p.add_argument("--device", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="small sizes: a smoke test, not for committing")
-    p.add_argument("--out", default=str(CEILINGS_DIR), help="directory for <gpu>.json")
-    p.set_defaults(func=_cli_ceilings)
-    q = sub.add_parser("bounds", help="time against the roofline bound; time outside the kernel")
-    q.add_argument("run_dir")
-    q.add_argument("--ceilings", metavar="FILE", help="a ceilings JSON (default: by the run's GPU)")
-    q.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
-    q.set_defaults(func=_cli_bounds)
-
-
-def _cli_ceilings(args) -> int:
-    import torch
-    if not torch.cuda.is_available():
-        print("ceilings: no CUDA device here (torch.cuda.is_available() is False)")
-        return 2
-    c = measure_ceilings(args.device, quick=args.quick)
-    print(json.dumps(c, indent=1))
-    print(f"wrote {save_ceilings(c, args.out)}")
-    return 0
-
-
-def _cli_bounds(args) -> int:
-    try:
-        rows, meta = results.load(args.run_dir)
-        c = load_ceilings(_gpu_name(meta), args.ceilings)
-    except (FileNotFoundError, ValueError) as e:
-        print(e)
-        return 2
-    df = bounds_table(rows, c, meta)
-    print(format_bounds(df, c))
-    if args.csv:
-        df.to_csv(args.csv, index=False)
-    return 0

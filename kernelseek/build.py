@@ -195,10 +195,11 @@ def demangle(names: list[str]) -> list[str]:
 
 # ---- build ----------------------------------------------------------------------------------------
 def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str | Path | None = None,
-          timeout_s: float = NVCC_TIMEOUT_S, confine: bool = False) -> BuildResult:
+          timeout_s: float = NVCC_TIMEOUT_S, confine=None) -> BuildResult:
     """Compile `src` into a cached shared library; ok False (with the log) on a compile error.
-    confine: nvcc runs under bubblewrap seeing only the kernel's folder, kseek.h and its output
-    folder (kernelseek.confine.build_jail), so no #include reaches the repository or anything else."""
+    confine: None, or a function (cmd, src, include_dirs, out_dir) -> (argv, env) that runs nvcc
+    confined (kernelseek.confine.confined_nvcc: only the kernel's folder, kseek.h and the output
+    folder are there, so no #include reaches the repository); such builds have their own cache key."""
     t0 = time.perf_counter()
     src = Path(src)
     nvcc = find_nvcc()
@@ -207,7 +208,7 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
     include_dirs = [src.resolve().parent, REPO_KERNELS]
     flags = [*arch_flags(arch), *BASE_FLAGS, *map(str, extra_flags)]
     version = nvcc_version(nvcc)
-    key = cache_key(src, flags + (["<confined>"] if confine else []), arch, version, include_dirs)
+    key = cache_key(src, flags + (["<confined>"] if confine is not None else []), arch, version, include_dirs)
     root = cache_root(cache_dir)
     entry = root / key
     so_name = src.stem + ".so"
@@ -222,11 +223,7 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
     try:
         cmd = [nvcc, *flags, *(f"-I{d}" for d in include_dirs), str(src.resolve()), "-o", str(tmp / so_name)]
-        run_cmd, env = cmd, None
-        if confine:
-            from .confine import build_jail, require
-            jail = build_jail(src, include_dirs, tmp)
-            run_cmd, env = jail.argv(cmd, require("the candidate's build")), jail.env
+        run_cmd, env = confine(cmd, src, include_dirs, tmp) if confine is not None else (cmd, None)
         try:
             proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
             log, rc = (proc.stdout + proc.stderr), proc.returncode
@@ -267,7 +264,7 @@ def _text(x) -> str:
     return x.decode(errors="replace") if isinstance(x, bytes) else (x or "")
 
 
-# ---- report and CLI -------------------------------------------------------------------------------
+# ---- report --------------------------------------------------------------------------------------
 def format_ptxas(ptxas: list[dict]) -> str:
     """The ptxas report as a table: one line per kernel entry; wgmma "SERIAL" (C7515/C7512) or "+N wait"
     (C7517) where ptxas gave up overlapping wgmma, with a count of such kernels last."""
@@ -285,42 +282,3 @@ def format_ptxas(ptxas: list[dict]) -> str:
         lines.append(f"WARNING: ptxas serialized the wgmma of {len(serial)} kernel(s) (C7515/C7512: "
                      f"{serial[0]['wgmma_serialized']}): no GEMM overlaps anything there")
     return "\n".join(lines)
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("build", help="build a kernel file; show its ptxas report and constraint check")
-    p.add_argument("file", help="the kernel source (.cu)")
-    p.add_argument("--arch", default="sm_90a", help="target, e.g. sm_90a (default) or sm_80")
-    p.add_argument("--cache-dir", default=None, help="build cache (default $KSEEK_CACHE_DIR or ~/.cache/kernelseek/build)")
-    p.add_argument("--flag", action="append", default=[], help="extra nvcc flag (repeatable)")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    """Exit 0 built and allowed, 2 no such file, 3 build failed or refused."""
-    from . import constraints
-    src = Path(args.file)
-    if not src.is_file():
-        print(f"kernelseek build: {src}: no such file")
-        return 2
-    try:
-        r = build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir)
-    except NvccNotFound as e:
-        print(f"kernelseek build: {e}")
-        return 3
-    if not r.ok:
-        print(r.log)
-        print(f"BUILD FAILED: {src} ({r.seconds:.1f} s)")
-        return 3
-    print(f"built {src} -> {r.so_path} ({'cached' if r.cached else f'{r.seconds:.1f} s'}, key {r.key[:12]})")
-    print(format_ptxas(r.ptxas))
-    verdicts = [("source", constraints.check_source(src)), ("binary", constraints.check_binary(r.so_path))]
-    refused = False
-    for what, v in verdicts:
-        print(f"constraints ({what}): {'ok' if v.ok else 'REFUSED'}")
-        for reason in v.reasons:
-            print(f"  - {reason}")
-        for note in v.notes:
-            print(f"  note: {note}")
-        refused |= not v.ok
-    return 3 if refused else 0

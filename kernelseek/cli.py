@@ -1,8 +1,9 @@
-"""The `kernelseek` command: thin; each verb lives in the module that owns it.
+"""The `kernelseek` command: one table of verbs; each verb's code is kernelseek/commands/<verb>.py.
 
-Each module named in VERBS defines `register(subparsers)`, adding its parser(s) with
-`set_defaults(func=...)`; `func(args)` returns the exit code. Only the module of the verb being
-run is imported, so `kernelseek hook stop` answers without importing torch.
+Every verb is registered the same way: its module's `register(subparsers)` adds one parser named
+after the verb, with `set_defaults(func=...)`; `func(args)` returns the exit code (EXIT_CODES).
+Only the module of the verb being run is imported, so `kernelseek hook stop` answers without
+importing torch.
 """
 from __future__ import annotations
 
@@ -12,26 +13,26 @@ import os
 import select
 import sys
 
-# verb -> (module, one-line help)
+# verb -> one-line help (the top-level `kernelseek --help` lists these without importing any verb)
 VERBS = {
-    "main": ("kernelseek.mainjob", "the README's main job: evaluate on a GPU, else replay the committed H200 results"),
-    "eval": ("kernelseek.evaluate", "build, check and time a kernel on a grid against a baseline"),
-    "grid": ("kernelseek.scenarios_cli", "list a grid's scenarios with FLOPs and bytes"),
-    "build": ("kernelseek.build", "build a kernel file and show its ptxas report and constraint check"),
-    "show": ("kernelseek.mainjob", "print the results table and summary of a run directory"),
-    "triage": ("kernelseek.triage", "which rows and feature groups bring the geometric mean down"),
-    "bounds": ("kernelseek.bounds", "time against the roofline bound; time outside the kernel"),
-    "ceilings": ("kernelseek.bounds", "measure this GPU's matrix rates, bandwidth and launch overhead"),
-    "profile": ("kernelseek.profile", "Nsight Compute on one scenario; SASS instruction mix"),
-    "sass": ("kernelseek.profile", "instruction mix of a built kernel, or the difference of two"),
-    "bank": ("kernelseek.bank", "the question bank: lint, list"),
-    "goal": ("kernelseek.goal", "the goal verdict on a run directory (exit 0 only when met)"),
-    "hook": ("kernelseek.hooks", "Claude Code hooks (stop)"),
-    "init": ("kernelseek.hooks", "add KernelSeek's Stop hook to a project's .claude/settings.json"),
-    "campaign": ("kernelseek.campaign", "run, resume, matrix, restore or show agent campaigns"),
-    "ask": ("kernelseek.inbox", "put a question in a campaign's inbox for the agent's next turn"),
-    "trace": ("kernelseek.traces", "import Claude Code sessions; print trace analytics"),
-    "report": ("kernelseek.report", "render a run's gap-triage and bounds notebooks to HTML"),
+    "main": "the README's main job: evaluate on a GPU, else replay the committed H200 results",
+    "eval": "build, check and time a kernel on a grid against a baseline",
+    "grid": "list a grid's scenarios with FLOPs and bytes",
+    "build": "build a kernel file and show its ptxas report and constraint check",
+    "show": "print the results table and summary of a run directory",
+    "triage": "which rows and feature groups bring the geometric mean down",
+    "bounds": "time against the roofline bound; time outside the kernel",
+    "ceilings": "measure this GPU's matrix rates, bandwidth and launch overhead",
+    "profile": "Nsight Compute on one scenario; SASS instruction mix",
+    "sass": "instruction mix of a built kernel, or the difference of two",
+    "bank": "the question bank: lint, list, ask",
+    "goal": "the goal verdict on a run directory (exit 0 only when met)",
+    "hook": "Claude Code hooks (stop)",
+    "init": "add KernelSeek's Stop hook to a project's .claude/settings.json",
+    "campaign": "agent campaigns: run, resume, matrix, restore, status",
+    "ask": "put a question in a campaign's inbox for the agent's next turn",
+    "trace": "import Claude Code sessions; print trace analytics",
+    "report": "render a run's gap-triage and bounds notebooks to HTML",
 }
 
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
@@ -46,21 +47,30 @@ EXIT_CODES = """exit codes:
 """
 
 
+def verb_module(verb: str):
+    """The module that owns `verb` (kernelseek.commands.<verb>)."""
+    return importlib.import_module(f"kernelseek.commands.{verb}")
+
+
+def parser() -> argparse.ArgumentParser:
+    return argparse.ArgumentParser(
+        prog="kernelseek", description="Question-driven GPU kernel optimization.",
+        epilog="verbs:\n" + "\n".join(f"  {v:9} {h}" for v, h in VERBS.items()) + "\n\n" + EXIT_CODES,
+        formatter_class=argparse.RawDescriptionHelpFormatter)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     verb = argv[0] if argv and not argv[0].startswith("-") else None
-    parser = argparse.ArgumentParser(
-        prog="kernelseek", description="Question-driven GPU kernel optimization.",
-        epilog="verbs:\n" + "\n".join(f"  {v:9} {h}" for v, (_, h) in VERBS.items()) + "\n\n" + EXIT_CODES,
-        formatter_class=argparse.RawDescriptionHelpFormatter)
-    sub = parser.add_subparsers(dest="verb", metavar="VERB")
+    top = parser()
+    sub = top.add_subparsers(dest="verb", metavar="VERB")
     if verb is None or verb not in VERBS:
-        parser.print_help()
+        top.print_help()
         return 0 if verb is None and not argv else 2
-    importlib.import_module(VERBS[verb][0]).register(sub)
-    args = parser.parse_args(argv)
+    verb_module(verb).register(sub)
+    args = top.parse_args(argv)
     if not hasattr(args, "func"):
-        parser.print_help()
+        top.print_help()
         return 2
     try:
         return int(args.func(args) or 0)

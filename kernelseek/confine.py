@@ -236,6 +236,12 @@ def _python_path(environ) -> list[Path]:
     return out
 
 
+def confined_nvcc(cmd, src, include_dirs, out_dir) -> tuple[list[str], dict]:
+    """build.build's `confine` hook: nvcc's command line under bubblewrap, and its environment."""
+    jail = build_jail(src, include_dirs, out_dir)
+    return jail.argv(cmd, require("the candidate's build")), jail.env
+
+
 def worker_jail(libraries, scratch, environ=None) -> Jail:
     """The worker that loads candidate libraries: the kernelseek package, the libraries' folders and the
     outside-the-repository $PYTHONPATH folders (read-only), its scratch (the only writable folder), the

@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 
 from . import results as R
-from .scenarios import GridError, Scenario, load_grid, select
+from .scenarios import Scenario, load_grid, select
 
 REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
@@ -164,6 +164,11 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     from . import build as B
     from . import constraints as C
     t_start = time.perf_counter()
+    nvcc_jail = None
+    if confine:                            # before anything runs: a clear error, not a silent fallback
+        from .confine import confined_nvcc, require
+        require("a confined evaluation")
+        nvcc_jail = confined_nvcc
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
     scen = select(load_grid(grid), scenarios)
@@ -183,11 +188,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     t = time.perf_counter()
     if not kpath.exists():
         raise FileNotFoundError(f"kernel file {kernel}: not found")
-    if confine:
-        from .confine import require
-        require("a confined evaluation")     # before anything runs: a clear error, not a silent fallback
     meta["confined"] = bool(confine)
-    br = B.build(kpath, arch=arch, confine=confine)
+    br = B.build(kpath, arch=arch, confine=nvcc_jail)
     phases["build_s"] = time.perf_counter() - t
     (run / "build" / "log.txt").write_text(br.log or "")
     (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
@@ -254,10 +256,10 @@ def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: b
         return Worker(cmd=worker_cmd, log_path=log_path), None
     from . import build as B
     from .baselines import PREBUILT_ENV, original_paths
-    from .confine import require, worker_jail
+    from .confine import confined_nvcc, require, worker_jail
     libs, prebuilt, sources = [so], {}, []
     for f in original_paths(baseline):
-        r = B.build(f, arch=arch, confine=True)
+        r = B.build(f, arch=arch, confine=confined_nvcc)
         if r.ok:
             prebuilt[f] = str(r.so_path)
             libs.append(r.so_path)
@@ -278,40 +280,3 @@ def _progress(items, on: bool):
         return tqdm(items, unit="scenario", file=sys.stderr, dynamic_ncols=True)
     except ImportError:
         return items
-
-
-def register(sub) -> None:
-    p = sub.add_parser("eval", help="build, check and time a kernel on a grid")
-    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
-    p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
-    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
-    p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
-    p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
-    p.add_argument("--json", action="store_true", help="print results.json instead of the table")
-    p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh random one, recorded)")
-    p.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario before the worker is killed")
-    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
-    p.add_argument("--runs-dir", default="runs")
-    p.add_argument("--arch", default="sm_90a")
-    p.add_argument("--no-progress", action="store_true")
-    p.add_argument("--confine", action="store_true",
-                   help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    try:
-        run, rows, meta = evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
-                                   args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                   progress=not args.no_progress, confine=args.confine)
-    except (GridError, FileNotFoundError, ValueError, RuntimeError) as e:
-        print(f"kernelseek eval: {e}", file=sys.stderr)
-        return 2
-    if args.json:
-        print((run / "results.json").read_text())
-    else:
-        print(R.format_table(rows))
-        ov = meta.get("harness_overhead_s")
-        print(f"run directory: {run}   wall {meta.get('wall_s', 0):.1f} s"
-              + (f", harness overhead {ov:.1f} s" if ov is not None else ""))
-    return exit_code(rows)

@@ -242,7 +242,6 @@ def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "")
     return Verdict(met, gm, goal.geomean, verdicts, stale, problems, where, goal.source)
 
 
-
 def judge_run(path, goal: Goal | None = None, kernel=None, search=()) -> Verdict:
     """Load the results at `path` (run dir, results.json or campaign) and judge them.
     Raises FileNotFoundError or ValueError when there are no readable results."""
@@ -303,25 +302,3 @@ def judge_runs(paths, goal: Goal | None = None, kernel=None, search=()) -> Verdi
     extra = [run] + list(run.parents)[:4]
     where = f"median of {len(runs)} runs: " + ", ".join(Path(w).name for _, _, w in runs)
     return judge(median_rows(runs), runs[0][1], goal or load_goal(), kernel, list(search) + extra, where=where)
-
-
-def _cmd_goal(args) -> int:
-    import sys
-    try:
-        goal = load_goal(args.goal)
-        v = judge_runs(args.run_dir, goal, kernel=args.kernel)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek goal: {e}", file=sys.stderr)
-        return 2
-    print(v.format())
-    return 0 if v.met else 1
-
-
-def register(sub) -> None:
-    p = sub.add_parser("goal", help="the goal verdict on a run directory (exit 0 only when met)")
-    p.add_argument("run_dir", nargs="+",
-                   help="run directory, results.json, or campaign directory (latest eval); several runs "
-                        "of one kernel are judged on each scenario's median speedup")
-    p.add_argument("--goal", help=f"goal YAML (default: {DEFAULT_GOAL_FILE.name} or parity)")
-    p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
-    p.set_defaults(func=_cmd_goal)

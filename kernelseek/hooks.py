@@ -191,29 +191,6 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
     return {"decision": "block", "reason": " ".join(reason.split())}, note
 
 
-def _cmd_stop(args) -> int:
-    raw = sys.stdin.read()
-    try:
-        payload = json.loads(raw) if raw.strip() else {}
-        payload = payload if isinstance(payload, dict) else {}
-    except ValueError:
-        payload = {}
-        print("kernelseek: the Stop payload is not JSON; judging from the current directory", file=sys.stderr)
-    try:
-        out, note = stop(payload, goal_path=args.goal)
-    except Exception as e:  # fail closed once, then open: never trap the agent on our own bug
-        if payload.get("stop_hook_active"):
-            print(f"kernelseek: Stop hook error ({e!r}); allowing the stop", file=sys.stderr)
-            return 0
-        out, note = {"decision": "block", "reason": f"KernelSeek Stop hook error: {e!r}. "
-                     "Check the campaign pointer and results, then try to stop again."}, ""
-    if note:
-        print(note, file=sys.stderr)
-    if out is not None:
-        print(json.dumps(out))
-    return 0
-
-
 # ---- init claude-code ------------------------------------------------------------------------
 def default_command() -> str:
     """How Claude Code should run the hook: this Python, finding this package."""
@@ -256,33 +233,3 @@ def install_claude_code(project: str | Path, command: str | None = None,
         (project / POINTER).parent.mkdir(parents=True, exist_ok=True)
         (project / POINTER).write_text(str(campaign) + "\n")
     return path, not present
-
-
-def _cmd_init(args) -> int:
-    try:
-        path, changed = install_claude_code(args.dir, args.command, args.campaign)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek init: {e}", file=sys.stderr)
-        return 2
-    print(f"{path}: {'added the KernelSeek Stop hook' if changed else 'the KernelSeek Stop hook is already there'}")
-    if args.campaign:
-        print(f"{Path(args.dir) / POINTER}: points at {args.campaign}")
-    return 0
-
-
-def register(sub) -> None:
-    """Both verbs: `hook stop` and `init claude-code`."""
-    hp = sub.add_parser("hook", help="Claude Code hooks (stop)")
-    hs = hp.add_subparsers(dest="hook_cmd", metavar="HOOK")
-    sp = hs.add_parser("stop", help="the Stop hook: JSON payload on stdin; blocks while the goal is unmet")
-    sp.add_argument("--goal", help=f"goal YAML (default: ${ENV_GOAL}, the campaign's goal.yaml, goals/default.yaml)")
-    sp.set_defaults(func=_cmd_stop)
-    hp.set_defaults(func=lambda a: (hp.print_help(), 2)[1])
-    ip = sub.add_parser("init", help="add KernelSeek's Stop hook to a project's .claude/settings.json")
-    is_ = ip.add_subparsers(dest="init_cmd", metavar="TARGET")
-    cp = is_.add_parser("claude-code", help="add the Stop hook to <dir>/.claude/settings.json")
-    cp.add_argument("--dir", default=".", help="the project directory (default: .)")
-    cp.add_argument("--command", help="the hook command (default: this Python running kernelseek)")
-    cp.add_argument("--campaign", help=f"also write {POINTER} pointing at this campaign or run directory")
-    cp.set_defaults(func=_cmd_init)
-    ip.set_defaults(func=lambda a: (ip.print_help(), 2)[1])

@@ -95,21 +95,3 @@ def pending(campaign_dir) -> list[dict]:
     """Questions not yet seen by the agent, oldest first."""
     done = consumed(campaign_dir)
     return [r for r in read(campaign_dir) if r["line"] not in done]
-
-
-def register(subparsers) -> None:
-    p = subparsers.add_parser("ask", help="put a question in a campaign's inbox for the agent's next turn")
-    p.add_argument("run", help="the campaign directory (campaigns/<id>)")
-    p.add_argument("question")
-    p.add_argument("--source", default="cli")
-    p.set_defaults(func=_cmd_ask)
-
-
-def _cmd_ask(args) -> int:
-    try:
-        rec = ask(args.run, args.question, source=args.source)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"kernelseek ask: {e}")
-        return 2
-    print(f"queued as inbox line {rec['line']} of {Path(args.run) / INBOX}")
-    return 0

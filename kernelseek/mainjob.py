@@ -146,26 +146,3 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")
     return 0
-
-
-def register(sub) -> None:
-    p = sub.add_parser("main", help="evaluate on a GPU, else replay the committed H200 results")
-    p.add_argument("--kernel", help="kernel file (default: kernels/fa3_hopper.cu if present, else naive_fwd.cu)")
-    p.add_argument("--grid", default="bench26")
-    p.add_argument("--out", default="out", help="where figures go")
-    p.add_argument("--replay", action="store_true", help="replay even when a GPU is present")
-    p.set_defaults(func=_main)
-    s = sub.add_parser("show", help="print a run's results table and summary")
-    s.add_argument("run", help="run directory or results.json")
-    s.set_defaults(func=lambda a: print(describe(Path(a.run).parent if a.run.endswith(".json") else Path(a.run))) or 0)
-
-
-def _main(args) -> int:
-    if args.replay or not _has_gpu():
-        return replay(Path(args.out))
-    from .evaluate import evaluate, exit_code
-    kernel = args.kernel or next(str(p) for p in (REPO / "kernels" / "fa3_hopper.cu", REPO / "kernels" / "naive_fwd.cu")
-                                 if p.exists())
-    run, rows, meta = evaluate(kernel, args.grid, "best", command=f"kernelseek main --grid {args.grid}")
-    print(describe(run))
-    return exit_code(rows)

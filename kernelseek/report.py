@@ -77,27 +77,3 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
             p["ceilings"] = str(Path(ceilings).resolve()) if ceilings else None
         out.append(to_html(execute(name, p, out_dir), code))
     return out
-
-
-def register(sub) -> None:
-    p = sub.add_parser("report", help="render a run's gap-triage and bounds notebooks to HTML")
-    p.add_argument("run", help="a run directory (with results.json), or a campaign directory")
-    p.add_argument("--compare", metavar="RUN2", help="a later run to compare against RUN")
-    p.add_argument("--ceilings", metavar="FILE", help="a ceilings JSON (default: by the run's GPU)")
-    p.add_argument("--out", metavar="DIR", help="where to write (default RUN/notebooks/)")
-    p.add_argument("--no-code", action="store_true", help="leave the code cells out of the HTML")
-    p.set_defaults(func=_cli)
-
-
-def _cli(args) -> int:
-    try:
-        paths = render(args.run, args.out, args.compare, args.ceilings, code=not args.no_code)
-    except FileNotFoundError as e:
-        print(f"kernelseek report: {e}")
-        return 2
-    except Exception as e:  # papermill's PapermillExecutionError names the failing cell
-        print(f"kernelseek report: a notebook failed: {e}")
-        return 1
-    for p in paths:
-        print(p)
-    return 0

@@ -141,7 +141,8 @@ def test_report_on_a_campaign_and_the_cli(tmp_path, capsys):
     rec = json.loads((camp / "notebooks" / "gap_triage.json").read_text())
     assert rec["run"].endswith("evals/1") and rec["compare"].endswith("evals/2")
     parser = argparse.ArgumentParser()
-    report.register(parser.add_subparsers())
+    from kernelseek.commands import report as report_verb
+    report_verb.register(parser.add_subparsers())
     args = parser.parse_args(["report", str(tmp_path / "missing")])
     assert args.func(args) == 2 and "no results.json" in capsys.readouterr().out
 

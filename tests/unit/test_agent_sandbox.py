@@ -70,7 +70,7 @@ def test_bubblewrap_is_required_and_unconfined_only_by_name(tmp_path, monkeypatc
     """No bubblewrap: every confined path refuses to start with the fix in its message; no fallback."""
     import argparse
 
-    from kernelseek import campaign
+    from kernelseek.commands import campaign
     from kernelseek.confine import ConfinementUnavailable, require
     from kernelseek.evaluate import evaluate
     empty = tmp_path / "empty-bin"

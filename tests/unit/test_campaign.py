@@ -12,6 +12,7 @@ from harness import KEY, config, events, make  # noqa: E402
 pytest.importorskip("papermill")
 pytest.importorskip("distributed")
 from kernelseek import campaign  # noqa: E402
+from kernelseek.commands import campaign as campaign_verb  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -21,7 +22,7 @@ def api_key(monkeypatch):
 
 def cli(*argv):
     ap = argparse.ArgumentParser()
-    campaign.register(ap.add_subparsers())
+    campaign_verb.register(ap.add_subparsers())
     a = ap.parse_args(["campaign", *argv])
     return a.func(a)
 

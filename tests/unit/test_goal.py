@@ -186,11 +186,11 @@ def test_cli_stops_quietly_when_its_reader_closes_the_pipe():
 
 def test_a_broken_pipe_that_is_not_stdout_is_not_swallowed(monkeypatch):
     """Only a closed stdout ends quietly: a BrokenPipeError from elsewhere (a worker's pipe) propagates."""
-    import kernelseek.goal as goal_mod
+    import kernelseek.commands.goal as goal_verb
     from kernelseek.cli import main
 
     def broken(args):
         raise BrokenPipeError("a worker's pipe")
-    monkeypatch.setattr(goal_mod, "_cmd_goal", broken)
+    monkeypatch.setattr(goal_verb, "run", broken)
     with pytest.raises(BrokenPipeError, match="worker"):
         main(["goal", str(RUNS / "met")])

@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "fakea
 from fakeapi import FakeAPI, tool, turn  # noqa: E402
 from harness import KEY, events, make, trace_text  # noqa: E402
 
-from kernelseek import campaign  # noqa: E402
+from kernelseek.commands import campaign  # noqa: E402
 from kernelseek.agent import CampaignCrash, run_campaign  # noqa: E402
 from kernelseek.redact import Redactor, forms, scrub_notebook  # noqa: E402
 from kernelseek.traces import TraceWriter  # noqa: E402

@@ -12,13 +12,12 @@ import argparse
 import json
 import sys
 
-from .scenarios import GridError, load_grid, select
+from ..scenarios import GridError, load_grid, select
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser(
-        "grid", help="list a grid's scenarios with FLOPs and bytes",
-        description="List a grid's scenarios: row, name, description, group, GFLOP, min MB.")
+        "grid", description="List a grid's scenarios: row, name, description, group, GFLOP, min MB.")
     p.add_argument("grid", metavar="NAME", help="built-in grid name (bench26, optest, hopper, smoke) or a .yaml path")
     p.add_argument("--scenarios", metavar="PATTERN", default=None,
                    help="comma-separated names, row numbers (3, 20-24) or name substrings")

@@ -1,0 +1,28 @@
+"""`kernelseek bounds RUN`: time against the roofline bound; time outside the kernel."""
+from __future__ import annotations
+
+from . import about
+from .. import bounds as BD
+from .. import results
+
+
+def register(subparsers) -> None:
+    q = subparsers.add_parser("bounds", description=about(__doc__))
+    q.add_argument("run_dir")
+    q.add_argument("--ceilings", metavar="FILE", help="a ceilings JSON (default: by the run's GPU)")
+    q.add_argument("--csv", metavar="OUT.csv", help="also write the table as CSV")
+    q.set_defaults(func=run)
+
+
+def run(args) -> int:
+    try:
+        rows, meta = results.load(args.run_dir)
+        c = BD.load_ceilings(BD._gpu_name(meta), args.ceilings)
+    except (FileNotFoundError, ValueError) as e:
+        print(e)
+        return 2
+    df = BD.bounds_table(rows, c, meta)
+    print(BD.format_bounds(df, c))
+    if args.csv:
+        df.to_csv(args.csv, index=False)
+    return 0

@@ -1,0 +1,48 @@
+"""`kernelseek build FILE`: build a kernel file; show its ptxas report and constraint check.
+
+Exit 0 built and allowed, 2 no such file, 3 build failed or refused (or no nvcc).
+"""
+from __future__ import annotations
+
+from pathlib import Path
+
+from . import about
+from .. import build as B
+from .. import constraints
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("build", description=about(__doc__))
+    p.add_argument("file", help="the kernel source (.cu)")
+    p.add_argument("--arch", default="sm_90a", help="target, e.g. sm_90a (default) or sm_80")
+    p.add_argument("--cache-dir", default=None, help="build cache (default $KSEEK_CACHE_DIR or ~/.cache/kernelseek/build)")
+    p.add_argument("--flag", action="append", default=[], help="extra nvcc flag (repeatable)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    src = Path(args.file)
+    if not src.is_file():
+        print(f"kernelseek build: {src}: no such file")
+        return 2
+    try:
+        r = B.build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir)
+    except B.NvccNotFound as e:
+        print(f"kernelseek build: {e}")
+        return 3
+    if not r.ok:
+        print(r.log)
+        print(f"BUILD FAILED: {src} ({r.seconds:.1f} s)")
+        return 3
+    print(f"built {src} -> {r.so_path} ({'cached' if r.cached else f'{r.seconds:.1f} s'}, key {r.key[:12]})")
+    print(B.format_ptxas(r.ptxas))
+    verdicts = [("source", constraints.check_source(src)), ("binary", constraints.check_binary(r.so_path))]
+    refused = False
+    for what, v in verdicts:
+        print(f"constraints ({what}): {'ok' if v.ok else 'REFUSED'}")
+        for reason in v.reasons:
+            print(f"  - {reason}")
+        for note in v.notes:
+            print(f"  note: {note}")
+        refused |= not v.ok
+    return 3 if refused else 0

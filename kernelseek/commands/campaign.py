@@ -1,0 +1,135 @@
+"""`kernelseek campaign run | matrix | resume | restore | status`: agent campaigns (kernelseek/campaign.py)."""
+from __future__ import annotations
+
+import json
+import sys
+
+from . import about
+from .. import campaign as C
+from ..agent.config import load as load_config
+
+
+def _config_args(p) -> None:
+    p.add_argument("--kernel", required=True)
+    p.add_argument("--grid", default="bench26")
+    p.add_argument("--baseline", default="best")
+    p.add_argument("--scenarios")
+    p.add_argument("--goal", help="goal YAML (default goals/default.yaml)")
+    p.add_argument("--model", default=C.Config.model)
+    p.add_argument("--max-tokens", type=int, default=C.Config.max_tokens, help="per model call")
+    p.add_argument("--thinking", type=int, default=0, help="extended-thinking budget per call (0: off)")
+    p.add_argument("--evaluator", default="harness", help="harness | replay:DIR[,DIR...]")
+    p.add_argument("--base-url", help="the Messages API (default: the client's)")
+    p.add_argument("--unconfined", action="store_true",
+                   help="run the agent's shell and the candidates WITHOUT bubblewrap (recorded in the trace and "
+                        "the summary); the default needs bubblewrap and refuses to start without it")
+    p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
+    p.add_argument("--campaigns-dir", default="campaigns")
+    _budget_args(p)
+
+
+def _budget_args(p, defaults: bool = True) -> None:
+    d = (lambda v: v) if defaults else (lambda v: None)
+    p.add_argument("--steps", type=int, default=d(200), help="model calls")
+    p.add_argument("--tokens", type=int, default=None)
+    p.add_argument("--dollars", type=float, default=d(50.0))
+    p.add_argument("--wall-s", type=float, default=None)
+
+
+def _config(a, arm: str = "bare", replicate: int = 0) -> C.Config:
+    return C.Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
+                    arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
+                    evaluator=a.evaluator, base_url=a.base_url, sandbox="none" if a.unconfined else "bwrap",
+                    docs=a.docs, replicate=replicate,
+                    budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("campaign", description=about(__doc__))
+    s = p.add_subparsers(dest="campaign_cmd", metavar="CMD")
+    r = s.add_parser("run", help="one campaign through notebooks/campaign.ipynb (papermill)")
+    _config_args(r)
+    r.add_argument("--arm", default="bare", choices=C.ARMS)
+    r.add_argument("--replicate", type=int, default=0)
+    r.add_argument("--id", help="campaign id (default: <utc>-<arm>-r<replicate>)")
+    r.add_argument("--gpu", help="CUDA device for this campaign")
+    r.set_defaults(func=_cmd_run)
+    m = s.add_parser("matrix", help="arms x replicates in parallel on Dask, one GPU each")
+    _config_args(m)
+    m.add_argument("--arms", default=",".join(C.ARMS))
+    m.add_argument("--replicates", type=int, default=1)
+    m.add_argument("--scheduler", help="address of a running Dask scheduler (default: a LocalCluster)")
+    m.add_argument("--workers", type=int, help="LocalCluster workers (default: one per --gpus entry, else 1)")
+    m.add_argument("--gpus", help="comma-separated CUDA devices, one per worker")
+    m.set_defaults(func=_cmd_matrix)
+    u = s.add_parser("resume", help="continue a crashed (or budget-stopped) campaign from its trace")
+    u.add_argument("run", help="the campaign directory")
+    _budget_args(u, defaults=False)
+    u.set_defaults(func=_cmd_resume)
+    t = s.add_parser("restore", help="put a kept kernel version back into the workspace")
+    t.add_argument("run")
+    t.add_argument("ref", help="an evaluation number or a version hash prefix")
+    t.set_defaults(func=_cmd_restore)
+    st = s.add_parser("status", help="a campaign's outcome row")
+    st.add_argument("run")
+    st.set_defaults(func=lambda a: (print(json.dumps(C.outcome(a.run), indent=1)), 0)[1])
+    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+
+
+def _cmd_run(a) -> int:
+    from papermill.exceptions import PapermillExecutionError
+    try:
+        root = C.run(_config(a, a.arm, a.replicate), a.campaigns_dir, a.id, gpu=a.gpu)
+    except PapermillExecutionError as e:
+        _err(f"the notebook failed: {e.ename}: {e.evalue}")
+        return 1
+    except (OSError, ValueError, RuntimeError) as e:       # RuntimeError: no bubblewrap
+        _err(str(e))
+        return 2
+    print(json.dumps(C.outcome(root), indent=1))
+    return 0 if C.outcome(root)["met"] else 1
+
+
+def _err(msg: str) -> None:
+    """One line on stderr, secrets redacted (an API error may echo the key)."""
+    from ..redact import Redactor
+    print(f"kernelseek campaign: {Redactor.from_env().text(msg)}", file=sys.stderr)
+
+
+def _cmd_matrix(a) -> int:
+    gpus = [g.strip() for g in a.gpus.split(",")] if a.gpus else None
+    try:
+        df = C.matrix(_config(a), [x.strip() for x in a.arms.split(",") if x.strip()], a.replicates,
+                      a.campaigns_dir, a.scheduler, a.workers, gpus)
+    except (OSError, ValueError, RuntimeError) as e:
+        _err(str(e))
+        return 2
+    print(df.to_string(index=False))
+    return 0
+
+
+def _cmd_resume(a) -> int:
+    from ..agent import run_campaign
+    from ..agent.loop import CampaignCrash, MissingKey
+    try:
+        cfg, _ = load_config(a.run)
+        b = dict(cfg.budget)
+        b.update({k: v for k, v in (("steps", a.steps), ("tokens", a.tokens), ("dollars", a.dollars),
+                                    ("wall_s", a.wall_s)) if v is not None})
+        out = run_campaign(a.run, budget=b)
+    except (MissingKey, CampaignCrash, OSError, ValueError, RuntimeError) as e:
+        _err(str(e))
+        return 2
+    print(out.line())
+    return 0 if out.met else 1
+
+
+def _cmd_restore(a) -> int:
+    from ..agent.tools import restore
+    try:
+        dest = restore(a.run, a.ref)
+    except (OSError, KeyError, ValueError) as e:
+        print(f"kernelseek campaign: {e}", file=sys.stderr)
+        return 2
+    print(f"restored {dest}")
+    return 0

@@ -1,0 +1,46 @@
+"""`kernelseek eval KERNEL --grid G`: build, check and time a kernel on a grid against a baseline."""
+from __future__ import annotations
+
+import sys
+
+from . import about
+from .. import evaluate as E
+from .. import results as R
+from ..scenarios import GridError
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("eval", description=about(__doc__))
+    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
+    p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
+    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
+    p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
+    p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
+    p.add_argument("--json", action="store_true", help="print results.json instead of the table")
+    p.add_argument("--seed", type=int, default=None, help="input seed (default: a fresh random one, recorded)")
+    p.add_argument("--timeout", type=float, default=300.0, help="seconds per scenario before the worker is killed")
+    p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
+    p.add_argument("--runs-dir", default="runs")
+    p.add_argument("--arch", default="sm_90a")
+    p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--confine", action="store_true",
+                   help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    try:
+        run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
+                                         args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
+                                         progress=not args.no_progress, confine=args.confine)
+    except (GridError, FileNotFoundError, ValueError, RuntimeError) as e:   # RuntimeError: no bubblewrap, no nvcc
+        print(f"kernelseek eval: {e}", file=sys.stderr)
+        return 2
+    if args.json:
+        print((run_dir / "results.json").read_text())
+    else:
+        print(R.format_table(rows))
+        ov = meta.get("harness_overhead_s")
+        print(f"run directory: {run_dir}   wall {meta.get('wall_s', 0):.1f} s"
+              + (f", harness overhead {ov:.1f} s" if ov is not None else ""))
+    return E.exit_code(rows)

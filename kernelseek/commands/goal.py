@@ -1,0 +1,28 @@
+"""`kernelseek goal RUN...`: the goal verdict on a run directory (exit 0 only when met)."""
+from __future__ import annotations
+
+import sys
+
+from . import about
+from .. import goal as G
+
+
+def register(subparsers) -> None:
+    p = subparsers.add_parser("goal", description=about(__doc__))
+    p.add_argument("run_dir", nargs="+",
+                   help="run directory, results.json, or campaign directory (latest eval); several runs "
+                        "of one kernel are judged on each scenario's median speedup")
+    p.add_argument("--goal", help=f"goal YAML (default: {G.DEFAULT_GOAL_FILE.name} or parity)")
+    p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    try:
+        goal = G.load_goal(args.goal)
+        v = G.judge_runs(args.run_dir, goal, kernel=args.kernel)
+    except (OSError, ValueError) as e:
+        print(f"kernelseek goal: {e}", file=sys.stderr)
+        return 2
+    print(v.format())
+    return 0 if v.met else 1
