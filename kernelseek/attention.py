@@ -9,7 +9,8 @@ per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through pag
 cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
 What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
 cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel file is built once per process (KSEEK_ATTENTION_KERNEL overrides the path).
+The kernel (the folder kernels/fa3_hopper/, or the file it was split from) is built once per process
+(KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a kernel folder).
 """
 from __future__ import annotations
 
@@ -18,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = REPO / "kernels" / "fa3_hopper.cu"
+DEFAULT_KERNEL = next((p for p in (REPO / "kernels" / "fa3_hopper", REPO / "kernels" / "fa3_hopper.cu") if p.exists()),
+                      REPO / "kernels" / "fa3_hopper")
 _LIBS: dict[str, object] = {}
 
 

@@ -1,14 +1,21 @@
-"""Build a kernel file (.cu -> .so) with nvcc, cached by content, with its ptxas report.
+"""Build a kernel (a .cu file or a kernel folder) into a .so with nvcc, cached by content, with its ptxas report.
 
     from kernelseek.build import build
     r = build(Path("kernels/naive_fwd.cu"))       # r.ok, r.so_path, r.ptxas, r.log, r.cached
+    r = build(Path("kernels/fa3_hopper"), defines={"KSEEK_FA3_BN": 64})   # a folder; a build variant
 
-The cache key is the sha256 of the source (bytes and file name), the local headers it includes
-(kseek.h among them), the flags, the arch and `nvcc --version`, so the same kernel never compiles twice and a changed
-header or toolchain always does. Cache entries are directories written under a temporary name and
-renamed into place, so concurrent builds of one kernel never see a half-written entry. A compile
-error is a result (ok False, with the log), not an exception; only a missing nvcc raises.
-CLI: `kernelseek build FILE [--arch sm_90a]` prints the ptxas table and the constraint check.
+A folder `<name>/` is built from `<name>/<name>.cu`, its one translation unit (kernel_source.py).
+nvcc's include path is the kernel's own directory plus a private directory holding only a copy of
+kseek.h: `#include "kseek.h"` works anywhere, relative includes resolve as usual, and the
+repository's other kernels cannot be included by name. The cache key is the sha256 of the entry
+file and every local file it includes (names and bytes), kseek.h, the flags (defines among them,
+as -DNAME=VALUE), the arch and `nvcc --version`, so the same kernel never compiles twice and a
+changed header, variant or toolchain always does. Cache entries are directories written under a
+temporary name and renamed into place, so concurrent builds of one kernel never see a half-written
+entry. A compile error is a result (ok False, with the log), not an exception; only a missing nvcc
+(NvccNotFound) and a bad define (KernelError) raise.
+CLI: `kernelseek build PATH [--arch sm_90a] [--define NAME=VALUE]...` prints the ptxas table and the
+constraint check.
 """
 from __future__ import annotations
 
@@ -25,7 +32,13 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_KERNELS = Path(__file__).resolve().parent.parent / "kernels"   # holds kseek.h
+from .kernel_source import (KSEEK_H, KernelError, check_defines, closure, define_flags, entry_file,
+                            kernel_hash, local_headers)
+
+__all__ = ["build", "BuildResult", "NvccNotFound", "REPO_KERNELS", "entry_file", "check_defines", "local_headers",
+           "source_hash", "parse_ptxas", "format_ptxas", "find_nvcc", "arch_flags", "cache_root"]
+
+REPO_KERNELS = KSEEK_H.parent   # the repository's kernels/ (holds kseek.h); never on nvcc's include path
 BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 900
 
@@ -45,8 +58,9 @@ class BuildResult:
     cached: bool = False          # True when served from the cache without compiling
     seconds: float = 0.0          # wall time of this call (compile or cache lookup)
     source: str = ""              # the source path as given
-    source_hash: str = ""         # sha256 hex of the source bytes
+    source_hash: str = ""         # kernel_source.kernel_hash: the entry file and its local includes
     arch: str = ""
+    defines: dict = field(default_factory=dict)   # build variant: NAME -> VALUE, built as -DNAME=VALUE
 
     def to_dict(self) -> dict:
         d = dataclasses.asdict(self)
@@ -91,29 +105,8 @@ def arch_flags(arch: str) -> list[str]:
 
 # ---- hashing and cache --------------------------------------------------------------------------
 def source_hash(path: str | Path) -> str:
-    """sha256 hex of the source file's bytes."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
-
-
-_INCLUDE = re.compile(rb'^\s*#\s*include\s*"([^"]+)"', re.M)
-
-
-def local_headers(src: Path, include_dirs: list[Path]) -> list[Path]:
-    """Quoted #include files that resolve in the source's directory or include_dirs, recursively."""
-    seen: dict[Path, None] = {}
-    todo = [src]
-    while todo:
-        f = todo.pop()
-        for name in _INCLUDE.findall(f.read_bytes()):
-            rel = name.decode(errors="replace")
-            for d in [f.parent, *include_dirs]:
-                cand = (d / rel).resolve()
-                if cand.is_file():
-                    if cand not in seen and cand != src.resolve():
-                        seen[cand] = None
-                        todo.append(cand)
-                    break
-    return sorted(seen)
+    """The kernel's hash (kernel_source.kernel_hash): a lone file's sha256, else its closure's."""
+    return kernel_hash(path)
 
 
 def cache_root(cache_dir: str | Path | None = None) -> Path:
@@ -124,13 +117,15 @@ def cache_root(cache_dir: str | Path | None = None) -> Path:
     return Path(env) if env else Path.home() / ".cache" / "kernelseek" / "build"
 
 
-def cache_key(src: Path, flags: list[str], arch: str, version: str, include_dirs: list[Path]) -> str:
+def cache_key(entry: Path, flags: list[str], arch: str, version: str) -> str:
+    """sha256 hex over the toolchain, the flags, the harness's kseek.h and the entry's closure
+    (each file's path relative to the entry's directory and its bytes)."""
     h = hashlib.sha256()
-    h.update(b"kernelseek-build-v1\0" + arch.encode() + b"\0" + "\0".join(flags).encode() + b"\0")
-    h.update(version.encode() + b"\0" + src.name.encode() + b"\0")   # the .so is named after it
-    h.update(src.read_bytes())
-    for hdr in local_headers(src, include_dirs):
-        h.update(b"\0" + hdr.name.encode() + b"\0" + hdr.read_bytes())
+    h.update(b"kernelseek-build-v2\0" + arch.encode() + b"\0" + "\0".join(flags).encode() + b"\0")
+    h.update(version.encode() + b"\0" + entry.name.encode() + b"\0")   # the .so is named after it
+    h.update(KSEEK_H.read_bytes() if KSEEK_H.is_file() else b"")
+    for f in closure(entry):
+        h.update(b"\0" + os.path.relpath(f, entry.resolve().parent).encode() + b"\0" + f.read_bytes())
     return h.hexdigest()
 
 
@@ -195,56 +190,70 @@ def demangle(names: list[str]) -> list[str]:
 
 # ---- build ----------------------------------------------------------------------------------------
 def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str | Path | None = None,
-          timeout_s: float = NVCC_TIMEOUT_S, confine=None) -> BuildResult:
-    """Compile `src` into a cached shared library; ok False (with the log) on a compile error.
-    confine: None, or a function (cmd, src, include_dirs, out_dir) -> (argv, env) that runs nvcc
-    confined (kernelseek.confine.confined_nvcc: only the kernel's folder, kseek.h and the output
-    folder are there, so no #include reaches the repository); such builds have their own cache key."""
+          timeout_s: float = NVCC_TIMEOUT_S, defines: dict | None = None, confine=None) -> BuildResult:
+    """Compile the kernel `src` (a .cu file or a kernel folder) with `defines` (NAME -> VALUE, built
+    as -DNAME=VALUE) into a cached shared library; ok False (with the log) on a compile error or a
+    missing kernel. confine: None, or a function (cmd, src, include_dirs, out_dir) -> (argv, env)
+    running nvcc confined (kernelseek.confine.confined_nvcc: only the folder holding the kernel, kseek.h
+    and the output folder are there, so no #include reaches the repository); its own cache key."""
     t0 = time.perf_counter()
     src = Path(src)
+    defines = check_defines(defines)
     nvcc = find_nvcc()
-    if not src.is_file():
-        return BuildResult(False, None, f"{src}: no such file", source=str(src), arch=arch)
-    include_dirs = [src.resolve().parent, REPO_KERNELS]
-    flags = [*arch_flags(arch), *BASE_FLAGS, *map(str, extra_flags)]
-    version = nvcc_version(nvcc)
-    key = cache_key(src, flags + (["<confined>"] if confine is not None else []), arch, version, include_dirs)
-    root = cache_root(cache_dir)
-    entry = root / key
-    so_name = src.stem + ".so"
-    common = dict(flags=flags, key=key, source=str(src), source_hash=source_hash(src), arch=arch)
-
-    if (entry / so_name).is_file():    # an entry appears whole (rename), so existing = complete
-        return BuildResult(True, entry / so_name, _read(entry / "build.log"),
-                           _load_ptxas(entry / "ptxas.json"), cached=True,
-                           seconds=time.perf_counter() - t0, **common)
-
-    root.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{key[:12]}-", dir=root))
     try:
-        cmd = [nvcc, *flags, *(f"-I{d}" for d in include_dirs), str(src.resolve()), "-o", str(tmp / so_name)]
-        run_cmd, env = confine(cmd, src, include_dirs, tmp) if confine is not None else (cmd, None)
-        try:
-            proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-            log, rc = (proc.stdout + proc.stderr), proc.returncode
-        except subprocess.TimeoutExpired as e:
-            log, rc = f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}", -1
+        entry = entry_file(src)
+    except (KernelError, FileNotFoundError) as e:
+        return BuildResult(False, None, str(e), source=str(src), arch=arch, defines=defines)
+    flags = [*arch_flags(arch), *BASE_FLAGS, *define_flags(defines), *map(str, extra_flags)]
+    version = nvcc_version(nvcc)
+    key = cache_key(entry, flags + (["<confined>"] if confine is not None else []), arch, version)
+    entry_dir = cache_root(cache_dir) / key
+    so_name = entry.stem + ".so"
+    common = dict(flags=flags, key=key, source=str(src), source_hash=kernel_hash(src), arch=arch, defines=defines)
+    if (entry_dir / so_name).is_file():    # an entry appears whole (rename), so existing = complete
+        return BuildResult(True, entry_dir / so_name, _read(entry_dir / "build.log"),
+                           _load_ptxas(entry_dir / "ptxas.json"), cached=True,
+                           seconds=time.perf_counter() - t0, **common)
+    jail = (lambda cmd, inc, out: confine(cmd, src, [inc], out)) if confine is not None else None
+    ok, so, log, ptxas = _compile(nvcc, entry, flags, entry_dir, {**common, "nvcc_version": version}, timeout_s,
+                                  jail)
+    return BuildResult(ok, so, log, ptxas, seconds=time.perf_counter() - t0, **common)
+
+
+def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, timeout_s: float, jail=None):
+    """nvcc into a temporary directory renamed to `dest` on success; (ok, so path, log, ptxas).
+    The include path: the kernel's directory, then a private directory with only kseek.h in it.
+    jail(cmd, include_dir, out_dir) -> (argv, env): how to run nvcc confined (see build)."""
+    so_name = entry.stem + ".so"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name[:12]}-", dir=dest.parent))
+    try:
+        with tempfile.TemporaryDirectory(prefix="kseek-include-") as inc:
+            shutil.copyfile(KSEEK_H, Path(inc) / KSEEK_H.name)
+            cmd = [nvcc, *flags, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
+                   "-o", str(tmp / so_name)]
+            run_cmd, env = jail(cmd, inc, tmp) if jail is not None else (cmd, None)
+            try:
+                proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+                log, rc = (proc.stdout + proc.stderr), proc.returncode
+            except subprocess.TimeoutExpired as e:
+                log, rc = f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}", -1
         log = " ".join(cmd) + "\n" + log
         if rc != 0 or not (tmp / so_name).is_file():
-            return BuildResult(False, None, log, parse_ptxas(log), seconds=time.perf_counter() - t0, **common)
+            return False, None, log, parse_ptxas(log)
         ptxas = parse_ptxas(log)
         for k, name in zip(ptxas, demangle([k["kernel"] for k in ptxas])):
             k["demangled"] = name
         (tmp / "build.log").write_text(log)
         (tmp / "ptxas.json").write_text(json.dumps(ptxas, indent=1))
-        (tmp / "meta.json").write_text(json.dumps({**common, "nvcc_version": version}, indent=1))
+        (tmp / "meta.json").write_text(json.dumps(meta, indent=1))
         try:
-            os.replace(tmp, entry)   # atomic; fails if another process already placed the entry
+            os.replace(tmp, dest)   # atomic; fails if another process already placed the entry
         except OSError:
-            if not (entry / so_name).is_file():   # a damaged entry (files deleted by hand): replace it
-                shutil.rmtree(entry, ignore_errors=True)
-                os.replace(tmp, entry)
-        return BuildResult(True, entry / so_name, log, ptxas, seconds=time.perf_counter() - t0, **common)
+            if not (dest / so_name).is_file():   # a damaged entry (files deleted by hand): replace it
+                shutil.rmtree(dest, ignore_errors=True)
+                os.replace(tmp, dest)
+        return True, dest / so_name, log, ptxas
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
 

@@ -202,8 +202,9 @@ HEADER = "kseek.h"
 
 
 def build_jail(src, include_dirs, out_dir) -> Jail:
-    """nvcc for one kernel: the kernel's folder and the kseek.h of the include folders (read-only, never
-    the folders themselves: the repository's kernels/ is one), its output folder (writable)."""
+    """nvcc for one kernel (a .cu file or a kernel folder): the folder holding it (for a campaign, the
+    workspace; relative includes such as "../shared.cuh" of a folder kernel resolve there) and the
+    kseek.h of the include folders (read-only; never those folders themselves), its output folder."""
     src_dir = Path(src).resolve().parent
     headers = [Path(d).resolve() / HEADER for d in include_dirs if Path(d).resolve() != src_dir]
     ro = [src_dir] + [h for h in headers if h.is_file()]

@@ -167,13 +167,13 @@ def _forbidden_header(inc: str) -> bool:
 
 def check_source(path: str | Path) -> ConstraintResult:
     """Refuse #includes of cuBLAS/cuDNN/CUTLASS/CuTe headers and string literals naming the
-    libraries, in the file and the local headers it includes."""
-    from .build import REPO_KERNELS, local_headers
+    libraries, in the kernel (a file or a folder's entry) and every local file it includes."""
+    from .kernel_source import KernelError, closure, entry_file
     src = Path(path)
     try:
-        files = [src, *local_headers(src, [src.resolve().parent, REPO_KERNELS])]
-    except OSError as e:
-        return ConstraintResult(False, [f"{src}: cannot read ({e.strerror})"])
+        files = closure(entry_file(src))
+    except (OSError, KernelError) as e:
+        return ConstraintResult(False, [f"{src}: cannot read ({getattr(e, 'strerror', None) or e})"])
     reasons = []
     for f in files:
         text = f.read_text(errors="replace")

@@ -2,6 +2,7 @@
 
     kernelseek eval kernels/naive_fwd.cu --grid bench26 --baseline best
     kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
+    kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
 Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
 rows, derives speedup and rates, flags suspicious results, and writes the run directory
@@ -154,11 +155,21 @@ def exit_code(rows: list[R.Row]) -> int:
     return 0
 
 
+def _start_meta(seed: int) -> dict:
+    """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
+    return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
+            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+            # KSEEK_* settings the worker (or, in runs before build variants, the kernel) read
+            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+
+
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "", confine: bool = False) -> tuple[Path, list[R.Row], dict]:
-    """Run one evaluation; returns (run directory, rows, meta). Never raises for kernel faults.
+             command: str = "", defines: dict | None = None, confine: bool = False) -> tuple[Path, list[R.Row], dict]:
+    """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
+    (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
+    faults; a missing kernel, a folder without its entry file or a bad define raise before any run.
     confine: the candidate's build and the worker that loads it run under bubblewrap (see
     kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
@@ -171,25 +182,21 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         nvcc_jail = confined_nvcc
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
-    scen = select(load_grid(grid), scenarios)
-    run = R.new_run_dir(runs_dir, Path(kernel).stem)
-    (run / "build").mkdir()
     kpath = Path(kernel)
-    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": str(kernel),
-            "kernel_sha256": B.source_hash(kpath) if kpath.exists() else None, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, "seed": seed,
-            "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
-            "host": socket.gethostname(), "started_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-            # KSEEK_* settings the kernel or the worker read (e.g. a kernel's A/B switch)
-            "kseek_env": {k: v for k, v in sorted(os.environ.items()) if k.startswith("KSEEK_")}}
+    B.entry_file(kpath)                    # FileNotFoundError / KernelError (a ValueError) name it
+    defines = B.check_defines(defines)
+    scen = select(load_grid(grid), scenarios)
+    run = R.new_run_dir(runs_dir, kpath.stem)
+    (run / "build").mkdir()
+    meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
+            "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     so = None
     t = time.perf_counter()
-    if not kpath.exists():
-        raise FileNotFoundError(f"kernel file {kernel}: not found")
     meta["confined"] = bool(confine)
-    br = B.build(kpath, arch=arch, confine=nvcc_jail)
+    br = B.build(kpath, arch=arch, defines=defines, confine=nvcc_jail)
     phases["build_s"] = time.perf_counter() - t
     (run / "build" / "log.txt").write_text(br.log or "")
     (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))

@@ -22,11 +22,12 @@ passed in every run. Runs of different kernel sources, or with different scenari
 """
 from __future__ import annotations
 
-import hashlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import yaml
+
+from .kernel_source import KernelError, kernel_hash
 
 DEFAULT_GOAL_FILE = Path(__file__).resolve().parent.parent / "goals" / "default.yaml"
 _KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
@@ -128,7 +129,9 @@ def find_results(path: str | Path) -> Path:
 
 
 def sha256_file(path: str | Path) -> str:
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The kernel's hash as evaluate records it (meta kernel_sha256): kernel_source.kernel_hash, the
+    plain sha256 of a lone file, else of the kernel's local include closure (a file or a folder)."""
+    return kernel_hash(path)
 
 
 def staleness(meta: dict, kernel: str | Path | None = None, search=()) -> str | None:
@@ -143,13 +146,13 @@ def staleness(meta: dict, kernel: str | Path | None = None, search=()) -> str | 
         if not name:
             return "results name no kernel file (meta.kernel)"
         cands = [Path(name)] + [Path(d) / name for d in search]
-        kernel = next((c for c in cands if c.is_file()), None)
+        kernel = next((c for c in cands if c.exists()), None)
         if kernel is None:
             return f"kernel file {name} not found, so the results cannot be checked against it"
     try:
         have = sha256_file(kernel)
-    except OSError as e:
-        return f"cannot read kernel file {kernel} ({e.strerror})"
+    except (OSError, KernelError) as e:
+        return f"cannot read kernel {kernel} ({getattr(e, 'strerror', None) or e})"
     if have != want:
         return (f"stale: {kernel} changed since it was evaluated (sha256 {have[:12]} now, "
                 f"{want[:12]} in the results); run `kernelseek eval` again")

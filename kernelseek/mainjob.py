@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 
 from . import results as R
+from .kernel_source import format_defines, kernel_id
 
 REPO = Path(__file__).resolve().parent.parent
 COMMITTED = REPO / "data" / "runs"
@@ -44,31 +45,43 @@ def _meta(run: Path) -> dict:
         return {}
 
 
+def _checked_out(repo: Path, kernel: str) -> Path | None:
+    """The kernel a run names, as checked out: its path, else the folder a file became (the split)."""
+    for f in (repo / kernel, repo / kernel_id(kernel)):
+        if f.exists():
+            return f
+    return None
+
+
 def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
-    """The run to replay, among runs of the newest run's kernel file: the last one made of that file
+    """The run to replay, among runs of the newest run's kernel: the last one made of that kernel
     as it is now (meta kernel_sha256 equal to its hash), so the replay shows what the checkout's kernel
     measured (not a version measured and then reverted); else that kernel's newest run. Never another
-    kernel's run: an older kernel that happens to be unchanged is not the one being worked on."""
+    kernel's run: an older kernel that happens to be unchanged is not the one being worked on. Runs
+    of a build variant (triage.is_variant) are taken only when there is nothing else."""
     from .build import source_hash
+    from .triage import is_variant
     if not runs:
         return None
     kernel = _meta(runs[-1]).get("kernel")
-    f = repo / kernel if kernel else None
-    sha = source_hash(f) if f and f.is_file() else None  # as evaluate records it
-    for run in reversed(runs):
-        m = _meta(run)
-        if sha and m.get("kernel") == kernel and m.get("kernel_sha256") == sha:
-            return run
-    return runs[-1]
+    f = _checked_out(repo, kernel) if kernel else None
+    try:
+        sha = source_hash(f) if f else None  # as evaluate records it
+    except (OSError, ValueError):         # a folder without its entry file
+        sha = None
+    mine = [r for r in runs if kernel_id(_meta(r).get("kernel")) == kernel_id(kernel)]
+    plain = [r for r in mine if not is_variant(_meta(r))] or runs
+    return next((r for r in reversed(plain) if sha and _meta(r).get("kernel_sha256") == sha), plain[-1])
 
 
 def repeat_group(runs: list[Path], run: Path) -> list[Path]:
     """The runs among `runs` (oldest first) made of the same kernel source, grid and git revision as
-    `run`: the consecutive runs of one round on one machine, whose pairs issue 3's repeatability
-    criterion judges."""
+    `run`, built with the same defines: the consecutive runs of one round on one machine, whose pairs
+    issue 3's repeatability criterion judges."""
     def key(p: Path):
         m = _meta(p)
-        return (m.get("kernel"), m.get("kernel_sha256"), m.get("grid"), m.get("git_rev")) if m else None
+        return (kernel_id(m.get("kernel")), m.get("kernel_sha256"), m.get("grid"), m.get("git_rev"),
+                format_defines(m.get("build_defines"))) if m else None
     k = key(run)
     return [p for p in runs if k and key(p) == k]
 
@@ -84,8 +97,10 @@ def _has_gpu() -> bool:
 def describe(run: Path) -> str:
     rows, meta = R.load(run)
     env = meta.get("env", {})
+    variant = format_defines(meta.get("build_defines"))
     head = (f"run {run.name}: kernel {meta.get('kernel')} (sha256 {str(meta.get('kernel_sha256'))[:12]}), "
             f"grid {meta.get('grid')}, baseline {meta.get('baseline')}\n"
+            + (f"build variant: {variant}\n" if variant else "") +
             f"GPU {env.get('gpu', '?')}, driver {env.get('driver', '?')}, torch {env.get('torch', '?')}, "
             f"git {meta.get('git_rev', '?')}, {meta.get('finished_utc', '')}")
     return head + "\n" + R.format_table(rows)

@@ -26,6 +26,7 @@ from typing import Any, Iterable
 import pandas as pd
 
 from kernelseek import results
+from kernelseek.kernel_source import kernel_id
 from kernelseek.results import Row
 
 DEFAULT_NOISE = 0.03   # relative run-to-run noise assumed when p10/p90 are missing
@@ -359,9 +360,21 @@ def format_repeatability(df: pd.DataFrame, tol: float = REPEAT_TOLERANCE) -> str
 
 
 # ---- a kernel's versions -----------------------------------------------------------------------
-# KSEEK_* settings that belong to the harness, not to the kernel (a run with any other KSEEK_* set,
-# e.g. KSEEK_FA3_BN, measured a variant of its kernel)
+# KSEEK_* settings that belong to the harness, not to the kernel (a run before build variants with
+# any other KSEEK_* set, e.g. KSEEK_FA3_BN, measured a variant of its kernel)
 HARNESS_ENV = {"KSEEK_GIT_REV", "KSEEK_CACHE_DIR", "KSEEK_CEILINGS_DIR", "KSEEK_NVCC", "KSEEK_ADVERSARIAL_OUT"}
+
+
+def is_variant(meta: dict) -> bool:
+    """Whether a run measured a variant of its kernel: built with defines (meta build_defines), or,
+    in runs before build variants, with a kernel switch set in KSEEK_* (meta kseek_env)."""
+    return bool(meta.get("build_defines")) or bool(set(meta.get("kseek_env") or {}) - HARNESS_ENV)
+
+
+def same_kernel(a: str | None, b: str | None) -> bool:
+    """Whether two meta "kernel" paths name one kernel (kernel_source.kernel_id: kernels/fa3_hopper.cu
+    of the runs before the split and the folder kernels/fa3_hopper are the same kernel)."""
+    return kernel_id(a) == kernel_id(b)
 
 
 def config_group(r: Row) -> str:
@@ -380,18 +393,19 @@ def config_group(r: Row) -> str:
 
 
 def version_label(run: Path, meta: dict) -> str:
-    """A run's kernel version: its folder name's suffix after the kernel's stem (data/runs/ names
+    """A run's kernel version: its folder name's suffix after the kernel's name (data/runs/ names
     runs <gpu>-<grid>-<time>-<kernel>-<tag>), else the source hash's first 8 hex digits."""
-    stem = Path(meta.get("kernel") or "").stem
+    stem = Path(kernel_id(meta.get("kernel"))).name
     m = re.search(re.escape(stem) + r"-(.+)$", Path(run).name) if stem else None
     return m.group(1) if m else str(meta.get("kernel_sha256") or "?")[:8]
 
 
 def history(runs: Iterable[Path], kernel: str | None = None) -> pd.DataFrame:
-    """One row per version of `kernel` (meta "kernel"; default: the last run's), in the order the
-    versions first ran (give `runs` oldest first): its number of runs, and the median over them of
-    the geomean speedup, the kernel-only geomean, the worst row and each config_group's geomean.
-    Variant runs (a kernel switch set in KSEEK_*) are left out; their count is in df.attrs."""
+    """One row per version of `kernel` (meta "kernel"; default: the last run's; a file and the folder
+    it became are one kernel, see same_kernel), in the order the versions first ran (give `runs`
+    oldest first): its number of runs, and the median over them of the geomean speedup, the
+    kernel-only geomean, the worst row and each config_group's geomean. Variant runs (is_variant:
+    build defines, or a kernel switch in KSEEK_*) are left out; their count is in df.attrs."""
     runs = [Path(p) for p in runs]
     loaded = [(p, *results.load(p)) for p in runs]
     if kernel is None and loaded:
@@ -399,9 +413,9 @@ def history(runs: Iterable[Path], kernel: str | None = None) -> pd.DataFrame:
     per: dict[str, list[dict]] = {}
     variants = 0
     for p, rows, meta in loaded:
-        if meta.get("kernel") != kernel:
+        if not same_kernel(meta.get("kernel"), kernel):
             continue
-        if set(meta.get("kseek_env") or {}) - HARNESS_ENV:
+        if is_variant(meta):
             variants += 1
             continue
         timed = [r for r in rows if r.status == "passed" and r.speedup is not None]
@@ -441,7 +455,7 @@ def format_history(df: pd.DataFrame) -> str:
                      f"{f(r['worst']):>6} | " + " | ".join(f"{f(r.get(g)):>{k}}" for g, k in zip(groups, w)))
     n = df.attrs.get("variants_left_out")
     if n:
-        lines.append(f"({n} variant run(s) with kernel switches in KSEEK_* left out)")
+        lines.append(f"({n} variant run(s) left out: build defines, or kernel switches in KSEEK_*)")
     return "\n".join(lines)
 
 

@@ -4,8 +4,9 @@
 #                                      see PROBE_PASSES below)
 #   bash tools/gpu_round.sh bench      optest + hopper checks, then bench26 twice (FA4 staged first:
 #                                      three calls, ../shared/tools/fa4/README.md)
-#   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch: KSEEK_FA3_BN=64
-#                                      (rows 13-15, 17, 26) and KSEEK_FA3_ORDER=flat (prefill rows)
+#   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch, as build variants:
+#                                      --define KSEEK_FA3_BN=64 (rows 13-15, 17, 26) and
+#                                      --define KSEEK_FA3_ORDER=flat (prefill rows)
 #   bash tools/gpu_round.sh variants   probe_fa3 timings of the kernel and two A/B builds (register
 #                                      split 24/240, no rescale skip): the static path's open question
 #   bash tools/gpu_round.sh fp8        bench26fp8 (fp8 TFLOP/s beside bench26's bf16 rows)
@@ -17,17 +18,21 @@
 #                                      A/B/C... of several kernel files on one machine: all built in
 #                                      parallel, then run in order and in reverse (A B C C B A)
 #   bash tools/gpu_round.sh pair       bench26 twice in a row (no checks; FA4 staged first)
-#   ENVAB=KSEEK_FA3_BN=128 SCEN=rows bash tools/gpu_round.sh envab
-#                                      one kernel switch on one machine, order off on on off (the
-#                                      run's meta.kseek_env tells them apart)
+#   DEFAB="KSEEK_FA3_BN=128" SCEN=rows bash tools/gpu_round.sh defab
+#                                      one build variant (NAME=VALUE words, each a --define) on one
+#                                      machine, order off on on off (the run's meta.build_defines
+#                                      tells them apart; both builds are cached after the first pass)
 #   WIP=kernels/wip/<dir> SCEN=rows bash tools/gpu_round.sh wip
-#                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu,
+#                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu
+#                                      (a kernel folder: copied with its headers under kernels/base/;
+#                                      its patch applies with -p1 inside the folder),
 #                                      the patch applied in place, probes (default, dynamic, static)
 #                                      while both build, then the harness checks and, if all pass,
 #                                      abfile against the base (this device copy only);
 #                                      WIP_PROBES=0 skips the probes (a host-side patch)
 #   bash tools/gpu_round.sh jitter     FA4's host time per call on rows 20 and 22, per CPU and over
 #                                      time (tools/host_jitter.py; issue 3)
+# KERNEL: the kernel (default kernels/fa3_hopper/, else the file kernels/fa3_hopper.cu it was split from).
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
 # Export KSEEK_GIT_REV=<commit> first: the device copy has no usable git.
 set -uo pipefail
@@ -35,7 +40,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source tools/site.sh  # pyelftools from .whl/ (the profile phase imports the build), FA4 if staged
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
-K=kernels/fa3_hopper.cu
+K=${KERNEL:-$([ -d kernels/fa3_hopper ] && echo kernels/fa3_hopper || echo kernels/fa3_hopper.cu)}
 PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
 # probe_fa3's quick gate: the shipped schedule and the forced-dynamic pass, no timings (about 2 min
 # with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH unset (env -u) for all.
@@ -60,18 +65,16 @@ for what in "$@"; do
       KERNEL=$K bash tools/h200.sh bench > "$OUT/bench2.txt" 2>&1
       grep -h "correct\|run directory" "$OUT"/bench1.txt "$OUT"/bench2.txt ;;
     ab)
-      KSEEK_FA3_BN=64 SCEN=13-15,17,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_bn64.txt" 2>&1
-      KSEEK_FA3_ORDER=flat SCEN=1-19,25,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_flat.txt" 2>&1
-      grep -h "correct\|run directory" "$OUT"/ab_*.txt ;;
-    envab)  # one kernel switch A/B on one machine: without, with, with, without
+      DEFINES=KSEEK_FA3_BN=64 SCEN=13-15,17,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_bn64.txt" 2>&1
+      DEFINES=KSEEK_FA3_ORDER=flat SCEN=1-19,25,26 KERNEL=$K bash tools/h200.sh benchsel > "$OUT/ab_flat.txt" 2>&1
+      grep -h "correct\|run directory\|build variant" "$OUT"/ab_*.txt ;;
+    defab)  # one build variant A/B on one machine: without, with, with, without
+      : "${DEFAB:?DEFAB=NAME=VALUE}" "${SCEN:?SCEN=rows}"
       for on in 0 1 1 0; do
-        if [ $on = 1 ]; then
-          env ${ENVAB:?ENVAB=NAME=value} SCEN=${SCEN:?SCEN=rows} KERNEL=$K bash tools/h200.sh benchsel >> "$OUT/envab.txt" 2>&1
-        else
-          SCEN=$SCEN KERNEL=$K bash tools/h200.sh benchsel >> "$OUT/envab.txt" 2>&1
-        fi
+        if [ $on = 1 ]; then DEFS=$DEFAB; else DEFS=; fi
+        DEFINES=$DEFS SCEN=$SCEN KERNEL=$K bash tools/h200.sh benchsel >> "$OUT/defab.txt" 2>&1
       done
-      grep -h "correct\|run directory" "$OUT/envab.txt" ;;
+      grep -h "correct\|run directory\|build variant" "$OUT/defab.txt" ;;
     profile)  # Nsight Compute on rows 4 and 3 (the prefill kernel's 3rd call of each)
       for shape in "32 512 16 128 1" "1 16384 32 64 1"; do
         tag=$(echo $shape | tr ' ' _)
@@ -83,7 +86,7 @@ for what in "$@"; do
       KERNEL=$K bash tools/h200.sh bench8 > "$OUT/bench_fp8.txt" 2>&1
       grep -h "correct\|run directory" "$OUT/bench_fp8.txt" ;;
     abfile)  # two files: abn's order A B B A
-      KFILES="$K ${KB:?KB=file}" bash "$0" abn ;;
+      KERNEL=$K KFILES="$K ${KB:?KB=file}" bash "$0" abn ;;
     abn)
       for f in ${KFILES:?KFILES=files}; do python3 -m kernelseek build "$f" > "$OUT/build_$(basename "$f" .cu).txt" 2>&1 & done; wait
       grep -l "SERIAL\|WARNING" "$OUT"/build_*.txt
@@ -95,8 +98,14 @@ for what in "$@"; do
       for i in 1 2; do KERNEL=$K bash tools/h200.sh bench > "$OUT/pair$i.txt" 2>&1; done
       grep -h "correct\|run directory" "$OUT"/pair?.txt ;;
     wip)
-      cp "$K" kernels/fa3_hopper_base.cu
-      if ! patch "$K" < "${WIP:?WIP=kernels/wip/dir}/fa3_hopper.patch" > "$OUT/wip_patch.txt" 2>&1; then
+      if [ -d "$K" ]; then  # a folder: the base copied with its headers (kernel_source.copy_kernel)
+        BASE=kernels/base/$(basename "$K")
+        python3 -c "from kernelseek.kernel_source import copy_kernel; copy_kernel('$K', 'kernels/base')"
+        PATCH=(patch -p1 -d "$K")
+      else
+        BASE=kernels/fa3_hopper_base.cu; cp "$K" $BASE; PATCH=(patch "$K")
+      fi
+      if ! "${PATCH[@]}" < "${WIP:?WIP=kernels/wip/dir}/fa3_hopper.patch" > "$OUT/wip_patch.txt" 2>&1; then
         echo "wip: the patch does not apply"; cat "$OUT/wip_patch.txt"; continue
       fi
       if [ "${WIP_PROBES:-1}" = 0 ]; then  # host-side patches: the harness checks are the gate
@@ -105,14 +114,14 @@ for what in "$@"; do
         (PROBE_PASSES=default,dynamic,static timeout 400 bash "$0" probes > "$OUT/wip_probes.txt" 2>&1) &
       fi
       (python3 -m kernelseek build "$K" > "$OUT/build_A.txt" 2>&1 &
-       python3 -m kernelseek build kernels/fa3_hopper_base.cu > "$OUT/build_B.txt" 2>&1 & wait)
+       python3 -m kernelseek build $BASE > "$OUT/build_B.txt" 2>&1 & wait)
       wait
       grep -E "SERIAL|WARNING" "$OUT/build_A.txt"; tail -n 4 "$OUT/wip_probes.txt" 2>/dev/null
       if grep -q "ALL PASS: 0 failure" "$OUT/probe_fa3.txt" 2>/dev/null; then
         KERNEL=$K bash tools/h200.sh check > "$OUT/wip_check.txt" 2>&1
         grep -h "correct\|run directory" "$OUT/wip_check.txt"
         if [ "$(grep -c 'correct \([0-9]*\)/\1 ' "$OUT/wip_check.txt")" = 2 ]; then
-          KB=kernels/fa3_hopper_base.cu bash "$0" abfile
+          KERNEL=$K KB=$BASE bash "$0" abfile
         else
           echo "wip: a check failed: no timing"
         fi

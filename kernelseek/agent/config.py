@@ -5,8 +5,9 @@
       goal.yaml        the goal (a copy; the Stop hook reads it too)
       trace.jsonl      events, append-only (kernelseek.traces)
       inbox.jsonl      questions waiting (kernelseek.inbox)
-      workspace/       the agent's files: the kernel, kseek.h; all the shell sees besides the toolchain
-      versions/<sha256>.cu   every kernel version evaluated
+      workspace/       the agent's files: the kernel (a file with the local headers it includes, or a
+                       kernel folder), kseek.h; all the shell sees besides the toolchain
+      versions/<sha256>.cu   every kernel version evaluated (versions/<sha256>/ when it has local headers)
       evals/<n>/       run directories of its evaluations, in order
       notebooks/       executed notebooks
 """
@@ -28,7 +29,7 @@ DEFAULT_MODEL = "claude-opus-4-5"
 
 @dataclass
 class Config:
-    kernel: str                          # the starting kernel (.cu), copied into the workspace
+    kernel: str                          # the starting kernel (.cu file or kernel folder), copied into the workspace
     grid: str = "bench26"
     baseline: str = "best"
     arm: str = "bare"                    # bare | bank | human | equipped
@@ -124,16 +125,17 @@ def new_campaign_id(cfg: Config) -> str:
 
 
 def create(cfg: Config, root) -> Paths:
-    """Lay out a new campaign directory: config.json, goal.yaml, the workspace with the kernel."""
+    """Lay out a new campaign directory: config.json, goal.yaml, the workspace with the kernel (a
+    file with its local include closure, or a kernel folder as a folder)."""
+    from ..kernel_source import copy_kernel, kernel_files
     p = Paths(root)
     if p.config.exists():
         raise FileExistsError(f"{p.root}: a campaign already lives here; resume it instead")
     src = Path(cfg.kernel)
-    if not src.is_file():
-        raise FileNotFoundError(f"kernel file {cfg.kernel}: not found")
+    kernel_files(src)          # a missing kernel, a folder without its entry file, headers outside it
     for d in (p.workspace, p.versions, p.evals, p.notebooks):
         d.mkdir(parents=True, exist_ok=True)
-    shutil.copyfile(src, p.workspace / cfg.kernel_name)
+    copy_kernel(src, p.workspace, whole_folder=True)
     hdr = REPO / "kernels" / "kseek.h"
     if hdr.is_file() and not (p.workspace / "kseek.h").exists():
         shutil.copyfile(hdr, p.workspace / "kseek.h")

@@ -15,6 +15,9 @@ from pathlib import Path
 
 import pandas as pd
 
+from ..kernel_source import closure, entry_file
+from .tools import version_path
+
 NOTES_FILE = Path(__file__).resolve().parent / "notes.md"
 
 # bottleneck label -> the fixed menu, in order of preference (16 optimizations in all)
@@ -90,7 +93,7 @@ class Equipment:
                 f"replayed from {Path(self.cfg.profile_csv).name}"
         if not P.find_tool("ncu"):
             return None, "no profile: Nsight Compute (ncu) not found"
-        names = kernel_names(kernel.read_text())
+        names = kernel_names("\n".join(f.read_text() for f in closure(entry_file(kernel))))
         out = self.paths.root / "profiles" / kernel.stem
         cmd = [sys.executable, "-m", "kernelseek", "eval", str(kernel), "--grid", self.cfg.grid, "--check-only",
                "--no-progress", "--runs-dir", str(out / "runs")] + (["--scenarios", worst] if worst else [])
@@ -132,12 +135,12 @@ class Equipment:
                 prev_best = max(earlier, key=lambda x: x["geomean"]) if earlier else None
         kernel = self.paths.workspace / self.cfg.kernel_name
         if best is not None:
-            kernel = self.paths.versions / f"{best['kernel_sha256']}.cu"
+            kernel = version_path(self.paths, best["kernel_sha256"], self.cfg.kernel_name)
         worst = ((best or {}).get("summary") or {}).get("worst") or {}
         summary, psrc = self.profile(kernel, worst.get("scenario"))
         label = bottleneck(summary)
         opt = choose(label, tried)
-        before = self.paths.versions / f"{prev_best['kernel_sha256']}.cu" if prev_best else None
+        before = version_path(self.paths, prev_best["kernel_sha256"], self.cfg.kernel_name) if prev_best else None
         mix, msrc = self.mix(before, kernel) if best is not None else (None, "nothing evaluated yet")
         from ..profile import format_summary
         parts = ["## Step briefing",

@@ -52,8 +52,8 @@ class Replay:
         src = self.sources[min(k, len(self.sources) - 1)]
         rows, meta = R.load(src)
         kpath = Path(kernel)
-        if not kpath.is_file():
-            raise FileNotFoundError(f"kernel file {kernel}: not found")
+        if not kpath.exists():
+            raise FileNotFoundError(f"kernel {kernel}: not found")
         now = time.time()
         meta = dict(meta, kernel=str(kpath.resolve()), kernel_sha256=sha256_file(kpath), grid=grid,
                     baseline=baseline, scenarios_filter=scenarios, check_only=check_only, seed=seed,

@@ -2,16 +2,18 @@
 
 `TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input)` runs one and returns
 (text, is_error). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
-versions/<sha256>.cu, runs the campaign's evaluator into evals/<n>/ (confined when the sandbox is:
-the candidate's build and worker under bubblewrap), records the results' digest for the ledger
-(the loop writes it into the trace's `evaluation` event), and returns the results table and summary
-with the goal verdict; `restore` puts any evaluated version back.
+versions/<sha256>.cu (versions/<sha256>/ for a kernel with local headers or a folder), runs the
+campaign's evaluator into evals/<n>/ (confined when the sandbox is: the candidate's build and worker
+under bubblewrap), records the results' digest for the ledger (the loop writes it into the trace's
+`evaluation` event), and returns the results table and summary with the goal verdict; `restore` puts
+any evaluated version back.
 """
 from __future__ import annotations
 
 import json
 import os
 import shutil
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -138,7 +140,8 @@ class Toolbox:
         if isinstance(rec, str):
             return rec, True
         text = R.format_table(rec.rows)
-        text += f"\nevaluation {rec.n} (evals/{rec.n}); kernel version {rec.sha[:12]} kept as versions/{rec.sha}.cu"
+        kept = version_path(self.paths, rec.sha, self.cfg.kernel_name).relative_to(self.paths.root)
+        text += f"\nevaluation {rec.n} (evals/{rec.n}); kernel version {rec.sha[:12]} kept as {kept}"
         if rec.verdict is not None:
             text += "\n" + ("goal: MET" if rec.verdict.met else "goal: not met: " + rec.verdict.shortfall())
         else:
@@ -149,8 +152,8 @@ class Toolbox:
     def evaluate(self, scenarios: str | None = None, check_only: bool = False) -> EvalRecord | str:
         """Keep the kernel version, run the evaluator into evals/<n>/, judge full runs."""
         from ..scenarios import GridError
-        if not self.kernel.is_file():
-            return f"the kernel file {self.cfg.kernel_name} is missing from the workspace"
+        if not self.kernel.exists():
+            return f"the kernel {self.cfg.kernel_name} is missing from the workspace"
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
@@ -186,29 +189,46 @@ class Toolbox:
 
 
 def save_version(paths: Paths, kernel: Path) -> str:
-    """Copy the kernel to versions/<sha256>.cu (content-addressed); returns the hash."""
+    """Keep the kernel, content-addressed by its hash (returned): a lone file as versions/<sha256>.cu,
+    a kernel with local headers or a folder as versions/<sha256>/ (laid out as in the workspace)."""
+    from ..kernel_source import copy_kernel, is_lone_file
     sha = sha256_file(kernel)
     paths.versions.mkdir(exist_ok=True)
-    dest = paths.versions / f"{sha}.cu"
-    if not dest.exists():
-        shutil.copyfile(kernel, dest)
+    if is_lone_file(kernel):
+        if not (paths.versions / f"{sha}.cu").exists():
+            shutil.copyfile(kernel, paths.versions / f"{sha}.cu")
+    elif not (paths.versions / sha).exists():
+        tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{sha[:12]}-", dir=paths.versions))
+        copy_kernel(kernel, tmp)
+        os.replace(tmp, paths.versions / sha)
     return sha
 
 
+def version_path(paths: Paths, sha: str, kernel_name: str) -> Path:
+    """A kept version, as the harness builds it: versions/<sha>.cu, or the kernel in versions/<sha>/."""
+    one = paths.versions / f"{sha}.cu"
+    return one if one.is_file() else paths.versions / sha / kernel_name
+
+
 def restore(root, ref: str, kernel_name: str | None = None) -> Path:
-    """Put a kept version back into the workspace: `ref` is an evaluation number or a hash prefix."""
+    """Put a kept version back into the workspace: `ref` is an evaluation number or a hash prefix.
+    A lone file goes to workspace/<kernel_name> (default the campaign's); a kept folder is copied
+    over the workspace as it was laid out there."""
     from .config import load
     cfg, paths = load(root)
     if ref.isdigit() and (paths.evals / ref / "results.json").is_file():
         sha = json.loads((paths.evals / ref / "results.json").read_text())["meta"]["kernel_sha256"]
     else:
-        hits = [p.stem for p in paths.versions.glob(f"{ref}*.cu")]
+        hits = sorted({p.name.removesuffix(".cu") for p in paths.versions.glob(f"{ref}*") if not p.name.startswith(".")})
         if len(hits) != 1:
             raise FileNotFoundError(f"{ref}: {'no' if not hits else len(hits)} kept versions match")
         sha = hits[0]
-    src = paths.versions / f"{sha}.cu"
-    if not src.is_file():
+    src = version_path(paths, sha, cfg.kernel_name)
+    if not src.exists():
         raise FileNotFoundError(f"{src}: version not kept")
-    dest = paths.workspace / (kernel_name or cfg.kernel_name)
-    shutil.copyfile(src, dest)
-    return dest
+    if src.parent == paths.versions:           # a lone file
+        dest = paths.workspace / (kernel_name or cfg.kernel_name)
+        shutil.copyfile(src, dest)
+        return dest
+    shutil.copytree(paths.versions / sha, paths.workspace, dirs_exist_ok=True)
+    return paths.workspace / cfg.kernel_name

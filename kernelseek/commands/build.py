@@ -1,6 +1,8 @@
-"""`kernelseek build FILE`: build a kernel file; show its ptxas report and constraint check.
+"""`kernelseek build PATH [--define NAME=VALUE]...`: build a kernel (a .cu file or a kernel folder
+<name>/, built from <name>/<name>.cu), optionally as a build variant; show its ptxas report and
+constraint check.
 
-Exit 0 built and allowed, 2 no such file, 3 build failed or refused (or no nvcc).
+Exit 0 built and allowed, 2 no such kernel or a bad define, 3 build failed or refused (or no nvcc).
 """
 from __future__ import annotations
 
@@ -9,32 +11,39 @@ from pathlib import Path
 from . import about
 from .. import build as B
 from .. import constraints
+from ..kernel_source import KernelError, entry_file, format_defines, parse_defines
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("build", description=about(__doc__))
-    p.add_argument("file", help="the kernel source (.cu)")
+    p.add_argument("file", help="the kernel: a .cu file, or a folder <name>/ built from <name>/<name>.cu")
     p.add_argument("--arch", default="sm_90a", help="target, e.g. sm_90a (default) or sm_80")
     p.add_argument("--cache-dir", default=None, help="build cache (default $KSEEK_CACHE_DIR or ~/.cache/kernelseek/build)")
     p.add_argument("--flag", action="append", default=[], help="extra nvcc flag (repeatable)")
+    p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                   help="build variant: -DNAME=VALUE, part of the cache key (repeatable)")
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
     src = Path(args.file)
-    if not src.is_file():
-        print(f"kernelseek build: {src}: no such file")
+    try:
+        defines = parse_defines(args.define)
+        entry_file(src)
+    except (KernelError, FileNotFoundError) as e:
+        print(f"kernelseek build: {e}")
         return 2
     try:
-        r = B.build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir)
+        r = B.build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir, defines=defines)
     except B.NvccNotFound as e:
         print(f"kernelseek build: {e}")
         return 3
+    variant = f" with {format_defines(r.defines)}" if r.defines else ""
     if not r.ok:
         print(r.log)
-        print(f"BUILD FAILED: {src} ({r.seconds:.1f} s)")
+        print(f"BUILD FAILED: {src}{variant} ({r.seconds:.1f} s)")
         return 3
-    print(f"built {src} -> {r.so_path} ({'cached' if r.cached else f'{r.seconds:.1f} s'}, key {r.key[:12]})")
+    print(f"built {src}{variant} -> {r.so_path} ({'cached' if r.cached else f'{r.seconds:.1f} s'}, key {r.key[:12]})")
     print(B.format_ptxas(r.ptxas))
     verdicts = [("source", constraints.check_source(src)), ("binary", constraints.check_binary(r.so_path))]
     refused = False

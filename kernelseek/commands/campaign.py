@@ -10,7 +10,8 @@ from ..agent.config import load as load_config
 
 
 def _config_args(p) -> None:
-    p.add_argument("--kernel", required=True)
+    p.add_argument("--kernel", required=True, help="the starting kernel: a .cu file (copied with the local "
+                   "headers it includes) or a kernel folder <name>/ (copied as a folder)")
     p.add_argument("--grid", default="bench26")
     p.add_argument("--baseline", default="best")
     p.add_argument("--scenarios")

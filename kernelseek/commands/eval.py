@@ -1,4 +1,5 @@
-"""`kernelseek eval KERNEL --grid G`: build, check and time a kernel on a grid against a baseline."""
+"""`kernelseek eval KERNEL --grid G [--define NAME=VALUE]...`: build, check and time a kernel (a .cu file
+or a kernel folder) on a grid against a baseline, optionally as a build variant."""
 from __future__ import annotations
 
 import sys
@@ -6,12 +7,14 @@ import sys
 from . import about
 from .. import evaluate as E
 from .. import results as R
+from ..kernel_source import format_defines, parse_defines
 from ..scenarios import GridError
 
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("eval", description=about(__doc__))
-    p.add_argument("kernel", help="kernel .cu file implementing kernels/kseek.h")
+    p.add_argument("kernel", help="the kernel implementing kernels/kseek.h: a .cu file, or a folder <name>/ "
+                   "built from <name>/<name>.cu")
     p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
     p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
     p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
@@ -22,6 +25,8 @@ def register(subparsers) -> None:
     p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
     p.add_argument("--runs-dir", default="runs")
     p.add_argument("--arch", default="sm_90a")
+    p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
+                   help="build variant: compile with -DNAME=VALUE, recorded as meta build_defines (repeatable)")
     p.add_argument("--no-progress", action="store_true")
     p.add_argument("--confine", action="store_true",
                    help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
@@ -32,7 +37,8 @@ def run(args) -> int:
     try:
         run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                          args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                         progress=not args.no_progress, confine=args.confine)
+                                         progress=not args.no_progress, defines=parse_defines(args.define),
+                                         confine=args.confine)
     except (GridError, FileNotFoundError, ValueError, RuntimeError) as e:   # RuntimeError: no bubblewrap, no nvcc
         print(f"kernelseek eval: {e}", file=sys.stderr)
         return 2
@@ -40,6 +46,8 @@ def run(args) -> int:
         print((run_dir / "results.json").read_text())
     else:
         print(R.format_table(rows))
+        if meta.get("build_defines"):
+            print(f"build variant: {format_defines(meta['build_defines'])}")
         ov = meta.get("harness_overhead_s")
         print(f"run directory: {run_dir}   wall {meta.get('wall_s', 0):.1f} s"
               + (f", harness overhead {ov:.1f} s" if ov is not None else ""))

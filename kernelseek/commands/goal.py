@@ -13,7 +13,7 @@ def register(subparsers) -> None:
                    help="run directory, results.json, or campaign directory (latest eval); several runs "
                         "of one kernel are judged on each scenario's median speedup")
     p.add_argument("--goal", help=f"goal YAML (default: {G.DEFAULT_GOAL_FILE.name} or parity)")
-    p.add_argument("--kernel", help="the current kernel file (default: meta.kernel of the results)")
+    p.add_argument("--kernel", help="the current kernel, file or folder (default: meta.kernel of the results)")
     p.set_defaults(func=run)
 
 

@@ -96,3 +96,22 @@ def test_plain_eval_can_run_the_real_worker_confined(area, tmp_path):
     assert meta["confined"] is True and meta["env"].get("torch"), meta.get("env")
     assert meta["env"]["cuda_available"] is False and rows[0].status == "error"
     assert KEY not in json.dumps(meta) and KEY not in (run / "worker.log").read_text()
+
+
+def test_confined_build_sees_the_workspace_and_nothing_above_it(tmp_path, monkeypatch):
+    """A folder kernel in a workspace includes "../shared.cuh" from the workspace (allowed); the same
+    include one level further up, out of the workspace, is not there for nvcc."""
+    from kernelseek.build import build
+    from kernelseek.confine import confined_nvcc
+    monkeypatch.setenv("KSEEK_CACHE_DIR", str(tmp_path / "cache"))
+    ws = tmp_path / "campaign" / "workspace"
+    (ws / "k").mkdir(parents=True)
+    (ws / "shared.cuh").write_text("#define KSEEK_TEST_SHARED 1\n")
+    (tmp_path / "campaign" / "outside.cuh").write_text("#define KSEEK_TEST_OUTSIDE 1\n")
+    body = (FIX / "confine" / "honest.cu").read_text()
+    (ws / "k" / "k.cu").write_text('#include "../shared.cuh"\n' + body)
+    assert build(ws / "k", confine=confined_nvcc).ok
+    (ws / "k" / "k.cu").write_text('#include "../../outside.cuh"\n' + body)
+    r = build(ws / "k", confine=confined_nvcc)
+    assert not r.ok and "outside.cuh: No such file or directory" in r.log
+    assert build(ws / "k").ok                                 # unconfined, the same include is found

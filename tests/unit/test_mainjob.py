@@ -123,6 +123,32 @@ def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
     assert replay_choice([other] + runs, repo=tmp_path) == runs[1]
 
 
+def test_replay_finds_the_folder_a_file_became_and_passes_over_variants(tmp_path):
+    """Runs recorded kernels/k.cu; the checkout has the folder kernels/k/ (the split): the replay
+    hashes the folder as evaluate does and takes the run of that hash, but never a define variant
+    while a plain run of the kernel exists."""
+    import shutil
+    from kernelseek.kernel_source import kernel_hash
+    src = committed_runs(grid="bench26")[-1]
+    folder = tmp_path / "kernels" / "k"
+    folder.mkdir(parents=True)
+    (folder / "k.cu").write_text('#include "part.cuh"\n')
+    (folder / "part.cuh").write_text("// a part\n")
+    sha = kernel_hash(folder)
+    runs = []
+    for name, kernel, ksha, defines in (("plain", "kernels/k.cu", sha, {}), ("newer", "kernels/k", "0" * 64, {}),
+                                        ("variant", "kernels/k", sha, {"K_TILE": "64"})):
+        d = tmp_path / "runs" / name
+        shutil.copytree(src, d)
+        res = json.loads((d / "results.json").read_text())
+        res["meta"].update(kernel=kernel, kernel_sha256=ksha, build_defines=defines)
+        (d / "results.json").write_text(json.dumps(res))
+        runs.append(d)
+    assert replay_choice(runs, repo=tmp_path) == runs[0]
+    (folder / "part.cuh").write_text("// changed since\n")
+    assert replay_choice(runs, repo=tmp_path) == runs[1]       # the newest plain run of the kernel
+
+
 def test_replay_reports_repeatability_of_the_kernels_consecutive_runs(tmp_path, capsys):
     """Three consecutive committed v10 runs (one git revision) and one earlier v10 run (another
     revision): the replay shows the repeatability of the three, pair by pair, and draws it."""

@@ -301,6 +301,42 @@ def test_history_of_the_committed_fa3_versions(tmp_path):
     assert "(2 variant run(s)" in text
 
 
+def test_history_joins_the_file_and_its_folder_and_leaves_define_variants_out(tmp_path):
+    """Runs of kernels/fa3_hopper.cu (committed, before the split) and of the folder kernels/fa3_hopper
+    are one kernel's history, whichever of the two names is asked for; a run built with defines
+    (meta build_defines) is a variant, left out and counted like the old KSEEK_* switch runs."""
+    import json
+    import shutil
+    from kernelseek.mainjob import committed_runs, repeat_group
+    runs = committed_runs(grid="bench26")
+    old = triage.history(runs, kernel="kernels/fa3_hopper.cu")
+    v12 = [p for p in runs if p.name.endswith("fa3_hopper-v12")]
+
+    def copy(src, name, **meta):
+        d = tmp_path / name
+        shutil.copytree(src, d)
+        doc = json.loads((d / "results.json").read_text())
+        doc["meta"].update(meta)
+        (d / "results.json").write_text(json.dumps(doc))
+        return d
+    folder = "kernels/fa3_hopper"
+    split = copy(v12[-1], "h200-bench26-20270101-000000-fa3_hopper-v13", kernel=folder)
+    variant = copy(v12[-1], "h200-bench26-20270101-000100-fa3_hopper-v13bn", kernel=folder + "/",
+                   build_defines={"KSEEK_FA3_BN": "64"})
+    for kernel in (folder, "kernels/fa3_hopper.cu", "kernels/fa3_hopper/fa3_hopper.cu"):
+        df = triage.history(runs + [split, variant], kernel=kernel)
+        assert list(df["version"]) == list(old["version"]) + ["v13"]
+        assert df.attrs["variants_left_out"] == old.attrs["variants_left_out"] + 1
+    df = triage.history(runs + [split, variant])          # default: the last run's kernel (the folder)
+    assert list(df["version"])[-1] == "v13" and len(df) == len(old) + 1
+    assert "left out: build defines, or kernel switches in KSEEK_*" in triage.format_history(df)
+    assert triage.is_variant({"build_defines": {"X": "1"}}) and triage.is_variant({"kseek_env": {"KSEEK_FA3_BN": "64"}})
+    assert not triage.is_variant({"build_defines": {}, "kseek_env": {"KSEEK_GIT_REV": "abc", "KSEEK_CACHE_DIR": "/c"}})
+    # a variant is not a repeat of the plain build, even of the same source and revision
+    twin = copy(split, "h200-bench26-20270101-000200-fa3_hopper-v13", build_defines={"KSEEK_FA3_BN": "64"})
+    assert repeat_group([split, twin], split) == [split]
+
+
 def test_history_plot_clips_and_labels_early_versions(tmp_path):
     from kernelseek.mainjob import committed_runs
     from kernelseek.plots import history_plot

@@ -1,0 +1,181 @@
+// fa3_hopper.cu: FlashAttention-3-style forward for Hopper (sm_90a), implementing kernels/kseek.h.
+// The one translation unit of kernels/fa3_hopper/ (README.md there maps the files, the status and
+// the build variants); this file is the dispatch: which path takes a call, the tile-choice table,
+// the schedule choice, and the ABI entry points. Status: v12 (kernels/NOTES.md).
+//
+// Paths, tried in this order by kseek_fwd:
+//   1. split-KV decode (decode.cuh): paged KV, and dense KV with at most 16 query rows per KV head;
+//   2. bf16/fp16 prefill (prefill_*.cuh): dense or varlen, head dims (64, 64), (96, 96),
+//      (128, 128), (192, 128), (192, 192), (256, 256);
+//   3. fp8 e4m3 prefill (prefill_fp8.cuh), same head dims, bf16 out;
+//   4. the naive fallback (../naive_core.cuh): everything else.
+// Built with -DKSEEK_FA3_FORCE_FALLBACK=1, every call takes the fallback (variants.cuh).
+#include "../kseek.h"
+#include "../naive_core.cuh"
+#include "variants.cuh"
+
+#if !KSEEK_FA3_FORCE_FALLBACK
+#include "decode.cuh"
+#include "prefill_fp8.cuh"
+#include "prefill_host.cuh"
+
+namespace fa3 {
+
+// The consumer schedule (fwd_kernel's VAR) and tile schedule (DYN) of the <T, D, DV, BN> kernels.
+// VAR 2 (measured fastest on every probe shape, NOTES v3) unless built with KSEEK_FA3_VARIANT.
+// DYN (a global tile counter) where tile costs differ -- causal or windowed attention -- and the
+// head dim is above 64: there it beat the static round-robin by 5-12% (NOTES v5). Static
+// otherwise: equal tiles need no balancing, and the dynamic kernel's tile loop ends on a value
+// read from shared memory, which ptxas cannot prove warp-uniform, so its K/V loop computes
+// descriptors and barrier addresses per thread (+59 instructions per iteration at hd128; 5-15%
+// slower on non-causal and hd64 rows, NOTES v5); hd96 static lost 17% on row 16 (run 075315).
+// KSEEK_FA3_SCHED=static|dynamic overrides (VAR 2 only; VAR 0/1 are always static). Only the
+// instantiations this build can reach are compiled.
+template <typename T, int D, int DV, int BN>
+int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+  Launch l;
+  if (!prepare_launch<T, D, DV, BN>(p, rq, rk, l)) return -1;  // not for the fast path
+  constexpr int var = build::kVariant;
+  if constexpr (var == 2) {
+    constexpr bool can_dyn = build::kSched == build::sched_dynamic || (build::kSched == build::sched_auto && D > 64);
+    constexpr bool can_static = build::kSched != build::sched_dynamic;
+    if constexpr (can_dyn && can_static) {
+      const bool ragged = p->causal || p->window_left >= 0 || p->window_right >= 0;
+      if (ragged) return start<T, D, DV, BN, 2, true>(l, stream);
+      return start<T, D, DV, BN, 2, false>(l, stream);
+    } else {
+      return start<T, D, DV, BN, 2, can_dyn>(l, stream);
+    }
+  } else if constexpr (BN != 64 && BN != 128) {
+    return start<T, D, DV, BN, 2, false>(l, stream);  // wide tiles: VAR 2 only
+  } else if constexpr (var == 0) {
+    return start<T, D, DV, BN, 0, false>(l, stream);
+  } else if constexpr (DV < 256) {
+    return start<T, D, DV, BN, 1, false>(l, stream);
+  } else {  // VAR 1 is not built for Dv = 256: it spills there (12 bytes since v5); runs VAR 2
+    return start<T, D, DV, BN, 2, false>(l, stream);
+  }
+}
+
+// The tile-choice table: keys per K/V tile (BN) by head dims and key length. KSEEK_FA3_BN
+// overrides it for A/B runs (64: v4's tiles at hd192/256; 128 or 192 at hd64/hd96 for every key
+// length; 176 at hd128, FlashAttention-3's non-causal choice).
+template <typename T>
+int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+  const int d = p->head_dim, dv = p->head_dim_v;
+  constexpr int bn = build::kBN;
+  // hd64: 192-key tiles from 2k keys on (half the per-tile softmax bookkeeping per key; rows 2/3
+  // -4%/-6% time, row 1 (1k causal) +10%: run 085537, NOTES v6). hd96: 2 chunks, 6 k-steps (Smem);
+  // 192-key tiles as at hd64 (row 16 -3.3%, run 090222).
+  if (d == 64 || d == 96) {
+    if constexpr (bn != 0) {
+      constexpr int w = bn == 192 ? 192 : 128;
+      return d == 64 ? launch<T, 64, 64, w>(p, stream, rq, rk) : launch<T, 96, 96, w>(p, stream, rq, rk);
+    } else if (p->seqlen_k >= 2048) {
+      return d == 64 ? launch<T, 64, 64, 192>(p, stream, rq, rk) : launch<T, 96, 96, 192>(p, stream, rq, rk);
+    } else {
+      return d == 64 ? launch<T, 64, 64, 128>(p, stream, rq, rk) : launch<T, 96, 96, 128>(p, stream, rq, rk);
+    }
+  }
+  if (d == 128) return launch<T, 128, 128, bn == 176 ? 176 : 128>(p, stream, rq, rk);
+  if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
+  // Dv >= 192: 112 / 80 keys per K/V tile (FlashAttention-3's choice for these head dims: the
+  // most that fits in shared memory with two stages); KSEEK_FA3_BN=64 for v4's 64.
+  if (d == 192) return launch<T, 192, 192, bn == 64 ? 64 : 112>(p, stream, rq, rk);
+  if (d == 256) return launch<T, 256, 256, bn == 64 ? 64 : 80>(p, stream, rq, rk);
+  return -1;
+}
+
+// bf16/fp16 prefill: -1 when it does not take the call (the caller tries the next path).
+inline int fwd(const kseek_params* p, cudaStream_t stream) {
+  if (!fast_ok(p)) return -1;
+  int64_t rq = p->seqlen_q, rk = p->seqlen_k;
+  if (p->cu_seqlens_q && !varlen_totals(p, stream, &rq, &rk)) return -1;
+  return p->dtype == KSEEK_FP16 ? dispatch<__half>(p, stream, rq, rk)
+                                : dispatch<__nv_bfloat16>(p, stream, rq, rk);
+}
+
+namespace f8 {
+
+// The fp8 instantiations <D, DV, BN, CW>: CW = 128 needs D and DV multiples of 128 (and unpadded:
+// a 128-byte box over a 96-byte row would exceed the tensor's row). D = 96 runs as 128 with
+// 64-byte chunks, the second one zero-filled by TMA past byte 96 (as the bf16 path does with its
+// second 64-element box).
+inline int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+  const int d = p->head_dim, dv = p->head_dim_v;
+  if (d == 64) return launch<64, 64, 128, 64>(p, stream, rq, rk);
+  if (d == 96) return launch<128, 128, 128, 64>(p, stream, rq, rk);
+  if (d == 128) return launch<128, 128, 128, 128>(p, stream, rq, rk);
+  if (d == 192 && dv == 128) return launch<192, 128, 128, 64>(p, stream, rq, rk);
+  if (d == 192) return launch<192, 192, 64, 64>(p, stream, rq, rk);
+  if (d == 256) return launch<256, 256, 64, 128>(p, stream, rq, rk);
+  return -1;
+}
+
+// fp8 prefill: -1 when it does not take the call; else a kseek_status.
+inline int fwd(const kseek_params* p, cudaStream_t stream) {
+  if (!fast_ok(p)) return -1;
+  int64_t rq = p->seqlen_q, rk = p->seqlen_k;
+  if (p->cu_seqlens_q && !varlen_totals(p, stream, &rq, &rk)) return -1;
+  return dispatch(p, stream, rq, rk);
+}
+
+}  // namespace f8
+}  // namespace fa3
+
+// Which calls go to the decode path: every paged call it supports, and dense calls with at most
+// 16 query rows per KV head (Sq * Hq / Hkv), where one m16 tile holds all of them.
+static bool use_decode(const kseek_params* p) {
+  if (!dec::supported(p)) return false;
+  if (p->page_table) return true;
+  return (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv) <= 16;
+}
+#else
+namespace fa3 {
+inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only ever sets 0
+}
+#endif  // !KSEEK_FA3_FORCE_FALLBACK
+
+extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
+  if (!p) return KSEEK_ERR_INVALID;
+  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
+  if (p->dtype < KSEEK_BF16 || p->dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
+  if (p->out_dtype < KSEEK_BF16 || p->out_dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
+  if (p->batch <= 0 || p->seqlen_q < 0 || p->seqlen_k < 0) return KSEEK_ERR_INVALID;
+  if (p->heads_q <= 0 || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return KSEEK_ERR_INVALID;
+  if (naive::bad_dim(p->head_dim) || naive::bad_dim(p->head_dim_v)) return KSEEK_ERR_INVALID;
+  if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
+  if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return KSEEK_ERR_INVALID;
+  if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits
+  if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
+
+#if !KSEEK_FA3_FORCE_FALLBACK
+  if (use_decode(p)) {  // paged KV, or dense decode (a few query rows per KV head)
+    fa3::g_last_path = 1;
+    return dec::run(p, stream);
+  }
+  int r = fa3::fwd(p, stream);             // bf16/fp16 prefill
+  if (r < 0) r = fa3::f8::fwd(p, stream);  // fp8 e4m3 (-1 for anything it does not take)
+  if (r >= 0) {
+    fa3::g_last_path = 1;
+    return r;
+  }
+#endif
+  fa3::g_last_path = 0;
+  switch (p->dtype) {
+    case KSEEK_BF16: return naive::launch_out<__nv_bfloat16>(p, stream);
+    case KSEEK_FP16: return naive::launch_out<__half>(p, stream);
+    default: return naive::launch_out<__nv_fp8_e4m3>(p, stream);
+  }
+}
+
+extern "C" size_t kseek_workspace_bytes(const kseek_params* p) {
+#if KSEEK_FA3_FORCE_FALLBACK
+  (void)p;
+  return 0;
+#else
+  return (p && p->abi_version == KSEEK_ABI_VERSION && use_decode(p)) ? dec::workspace_bytes(p) : 0;
+#endif
+}
+
+extern "C" const char* kseek_name(void) { return "fa3_hopper"; }

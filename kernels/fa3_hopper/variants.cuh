@@ -1,0 +1,78 @@
+// variants.cuh: the build variants of fa3_hopper, for A/B runs. Each is a -D flag named after the
+// environment variable that v12 and earlier read with getenv in the call path (same values); unset,
+// each takes the default, which reproduces v12's default behaviour exactly. An instantiation that
+// only a variant reaches (a consumer schedule, a tile width) is compiled only in that variant, so
+// the default build holds exactly the kernels the default dispatch can reach. README.md lists them.
+//
+//   -DKSEEK_FA3_FORCE_FALLBACK=1   every call takes the naive fallback (nothing else is compiled)
+//   -DKSEEK_FA3_VARIANT=0|1|2      prefill consumer schedule (fwd_kernel's VAR): 0 serial, 1
+//                                  intra-warpgroup overlap, 2 (default) 1 + ping-pong
+//   -DKSEEK_FA3_SCHED=auto|static|dynamic
+//                                  prefill tile schedule (VAR 2 only): auto (default) = dynamic for
+//                                  causal or windowed calls at head dim > 64, static otherwise
+//   -DKSEEK_FA3_BN=0|64|128|176|192
+//                                  keys per K/V tile: 0 (default) = the tile-choice table
+//                                  (fa3_hopper.cu); 64: v4's tiles at hd192/256; 128 or 192 at
+//                                  hd64 and hd96 for every key length; 176 at hd128
+//   -DKSEEK_FA3_ORDER=section|flat persistent tile order: section (default) = sections of heads whose
+//                                  K/V fit in KSEEK_FA3_SECTION_MB of L2; flat = one section
+//   -DKSEEK_FA3_SECTION_MB=16      the L2 budget of a section, MB (> 0; default 16)
+//   -DKSEEK_FA3_OSTORE=tma|direct  O leaves through shared memory and a TMA store where it fits
+//                                  (tma, default) or by direct global stores everywhere (direct)
+// Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
+// FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
+#pragma once
+
+#ifndef KSEEK_FA3_FORCE_FALLBACK
+#define KSEEK_FA3_FORCE_FALLBACK 0
+#endif
+#ifndef KSEEK_FA3_VARIANT
+#define KSEEK_FA3_VARIANT 2
+#endif
+#ifndef KSEEK_FA3_SCHED
+#define KSEEK_FA3_SCHED auto
+#endif
+#ifndef KSEEK_FA3_BN
+#define KSEEK_FA3_BN 0
+#endif
+#ifndef KSEEK_FA3_ORDER
+#define KSEEK_FA3_ORDER section
+#endif
+#ifndef KSEEK_FA3_SECTION_MB
+#define KSEEK_FA3_SECTION_MB 16
+#endif
+#ifndef KSEEK_FA3_OSTORE
+#define KSEEK_FA3_OSTORE tma
+#endif
+
+// A word-valued flag (SCHED, ORDER, OSTORE) selects the constant <prefix>_<word> below; any other
+// word fails to compile with "identifier <prefix>_<word> is undefined".
+#define FA3_PASTE_(a, b) a##b
+#define FA3_PASTE(a, b) FA3_PASTE_(a, b)
+
+namespace fa3 {
+namespace build {
+
+constexpr bool kForceFallback = KSEEK_FA3_FORCE_FALLBACK != 0;
+
+constexpr int kVariant = KSEEK_FA3_VARIANT;
+static_assert(kVariant >= 0 && kVariant <= 2, "KSEEK_FA3_VARIANT must be 0, 1 or 2");
+
+enum Sched { sched_auto, sched_static, sched_dynamic };
+constexpr Sched kSched = FA3_PASTE(sched_, KSEEK_FA3_SCHED);
+
+constexpr int kBN = KSEEK_FA3_BN;
+static_assert(kBN == 0 || kBN == 64 || kBN == 128 || kBN == 176 || kBN == 192,
+              "KSEEK_FA3_BN must be 0 (the table), 64, 128, 176 or 192");
+
+enum Order { order_section, order_flat };
+constexpr Order kOrder = FA3_PASTE(order_, KSEEK_FA3_ORDER);
+
+constexpr double kSectionMB = KSEEK_FA3_SECTION_MB;
+static_assert(kSectionMB > 0.0, "KSEEK_FA3_SECTION_MB must be positive");
+
+enum OStore { ostore_tma, ostore_direct };
+constexpr OStore kOStore = FA3_PASTE(ostore_, KSEEK_FA3_OSTORE);
+
+}  // namespace build
+}  // namespace fa3

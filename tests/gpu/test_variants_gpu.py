@@ -1,0 +1,39 @@
+"""A kernel folder built as a variant, evaluated end to end on the GPU through the real worker.
+
+The folder nv/nv.cu wraps naive_fwd.cu (copied beside it with its headers) and, built with
+-DNV_REFUSE=1, answers every call with KSEEK_ERR_UNSUPPORTED: the plain build passes smoke's checks,
+the variant's rows are errors, and each run records its build_defines.
+"""
+import pytest
+
+torch = pytest.importorskip("torch")
+pytestmark = [pytest.mark.gpu,
+              pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run through the device tool)")]
+
+WRAP = """// naive_fwd.cu behind a switch: NV_REFUSE=1 refuses every call (a build variant for the test)
+#define kseek_fwd naive_inner_fwd
+#include "../naive_fwd.cu"
+#undef kseek_fwd
+#ifndef NV_REFUSE
+#define NV_REFUSE 0
+#endif
+extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t s) {
+  return NV_REFUSE ? KSEEK_ERR_UNSUPPORTED : naive_inner_fwd(p, s);
+}
+"""
+
+
+def test_folder_variant_through_the_worker(tmp_path):
+    from kernelseek.evaluate import evaluate
+    from kernelseek.kernel_source import copy_kernel
+    from kernelseek.build import REPO_KERNELS
+    copy_kernel(REPO_KERNELS / "naive_fwd.cu", tmp_path)
+    (tmp_path / "nv").mkdir()
+    (tmp_path / "nv" / "nv.cu").write_text(WRAP)
+    common = dict(runs_dir=str(tmp_path / "runs"), check_only=True, progress=False)
+    _, plain, pmeta = evaluate(str(tmp_path / "nv"), "smoke", "best", **common)
+    assert all(r.status == "passed" for r in plain), [(r.scenario, r.reason) for r in plain if r.status != "passed"]
+    _, var, vmeta = evaluate(str(tmp_path / "nv"), "smoke", "best", defines={"NV_REFUSE": 1}, **common)
+    assert all(r.status == "error" and "status 1" in r.reason for r in var), [(r.scenario, r.reason) for r in var]
+    assert (pmeta["build_defines"], vmeta["build_defines"]) == ({}, {"NV_REFUSE": "1"})
+    assert pmeta["kernel_sha256"] == vmeta["kernel_sha256"]
