@@ -134,10 +134,15 @@ def scrub_file(path, red: Redactor | None = None) -> bool:
     new = red.text(old)
     if new == old:
         return False
-    tmp = p.with_name(p.name + ".redacting")
-    tmp.write_text(new)
-    os.replace(tmp, p)
+    _replace(p, new)
     return True
+
+
+def _replace(p: Path, text: str) -> None:
+    """Write `text` to `p` whole (a temporary file renamed over it)."""
+    tmp = p.with_name(p.name + ".redacting")
+    tmp.write_text(text)
+    os.replace(tmp, p)
 
 
 def _scrub_json(x, red: Redactor):
@@ -168,7 +173,5 @@ def scrub_notebook(path, red: Redactor | None = None) -> bool:
     new = _scrub_json(doc, red)
     if new == doc:
         return False
-    tmp = p.with_name(p.name + ".redacting")
-    tmp.write_text(json.dumps(new, indent=1, ensure_ascii=False) + "\n")
-    os.replace(tmp, p)
+    _replace(p, json.dumps(new, indent=1, ensure_ascii=False) + "\n")
     return True

@@ -23,7 +23,7 @@ if not CHROMIUM.exists():
 import papermill as pm  # noqa: E402
 from playwright.sync_api import expect, sync_playwright  # noqa: E402
 
-from kernelseek import bank  # noqa: E402
+from kernelseek import bank, ledger  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[2]
 FIXTURE = ROOT / "tests" / "fixtures" / "campaign_small"
@@ -119,8 +119,12 @@ def test_console_in_chromium(served, tmp_path):
             lines = inbox_lines(camp, 2)
             assert lines[1]["text"] == "Does the baseline win in cycles, or only in wall-clock time?"
 
-            # an evaluation lands: the console picks it up by itself (auto_refresh 1 s)
+            # an evaluation lands (written by the loop, recorded in its ledger): the console picks it up by
+            # itself (auto_refresh 1 s); a results folder without a ledger entry would not count
             shutil.copytree(camp / "evals" / "1", camp / "evals" / "3")
+            with open(camp / "trace.jsonl", "a") as f:
+                f.write(json.dumps({"type": "evaluation", "n": 3, "dir": "evals/3",
+                                    "results_sha256": ledger.digest(camp / "evals" / "3")}) + "\n")
             expect(page.locator(".ks-header")).to_contain_text("4 evaluation(s)", timeout=30_000)
 
             ARTIFACTS.mkdir(exist_ok=True)
