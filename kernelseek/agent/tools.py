@@ -154,6 +154,10 @@ class Toolbox:
         from ..scenarios import GridError
         if not self.kernel.exists():
             return f"the kernel {self.cfg.kernel_name} is missing from the workspace"
+        outside = self.outside_workspace()
+        if outside:
+            return (f"evaluation refused: the kernel reaches {outside}, outside the workspace (a link or an "
+                    "#include); nothing was kept or built")
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
@@ -177,6 +181,21 @@ class Toolbox:
                          time.monotonic() - t0, verdict, ledger.record(dest)[ledger.DIGEST])
         self.last_eval = rec
         return rec
+
+    def outside_workspace(self) -> str | None:
+        """The first file of the kernel (the entry, through links, and what it includes) that lies
+        outside the workspace, or None. This process is not confined: it must not copy into versions/
+        (or hash, or build) a file the agent named by a link, such as /proc/<loop>/environ."""
+        from ..kernel_source import closure, entry_file
+        try:
+            for f in [self.kernel.resolve(), *closure(entry_file(self.kernel))]:
+                try:
+                    self.sb.path(str(f))
+                except SandboxError:
+                    return str(f)
+        except (OSError, ValueError) as e:
+            return f"an unreadable file ({e})"
+        return None
 
     def verdict(self):
         """The goal verdict on the latest full evaluation the loop recorded in the ledger (stale if the
