@@ -1,7 +1,14 @@
 """The ctypes mirror of kernels/kseek.h, and launching a built kernel on torch tensors.
 
     lib = load(so_path)                              # KernelLib: fwd, workspace_bytes, name
-    status = launch(lib, scenario, inputs, o, lse, torch.cuda.current_stream().cuda_stream)
+    launch(lib, scenario, inputs, o, lse)            # one call on the current stream; LaunchError if not ok
+    call = Launch(lib, scenario, inputs, o, lse)     # params and workspace once, then call() per launch
+
+The one launch path: the worker (checked and timed calls), the `original:` baseline and
+kernelseek.attention all go through `Launch`, so each gets the same params, the same workspace rule
+(`workspace_for`: what kseek_workspace_bytes asks, at least MIN_WORKSPACE_BYTES, never NULL) and the
+same errors (a status other than KSEEK_OK raises LaunchError naming the status; Unsupported,
+also a NotImplementedError, for KSEEK_ERR_UNSUPPORTED).
 
 `KseekParams` lists the fields of `kseek_params` in the header's order with the same C types
 (pointers as c_void_p: same size and alignment as any data pointer); tests/unit/test_abi.py
@@ -19,6 +26,29 @@ from typing import Any
 ABI_VERSION = 2
 BF16, FP16, FP8_E4M3 = 0, 1, 2                     # enum kseek_dtype
 STATUS = {0: "ok", 1: "unsupported", 2: "invalid", 3: "cuda error", 4: "workspace too small", 5: "abi mismatch"}
+OK, ERR_UNSUPPORTED = 0, 1
+# Every call gets a workspace of at least this many bytes, even when the kernel asks for none: the
+# pointer is never NULL (torch.empty(0) may give address 0), and the API, the baselines and the worker
+# all make the call the worker checked. 16 bytes: one aligned vector, a flag or a counter's worth.
+MIN_WORKSPACE_BYTES = 16
+
+
+class LaunchError(RuntimeError):
+    """kseek_fwd returned a status other than KSEEK_OK; `code` is it and `status` its name."""
+
+    def __init__(self, code: int, context: str = ""):
+        self.code, self.status = int(code), STATUS.get(int(code), "unknown status")
+        super().__init__(f"kernel returned status {self.code} ({self.status})" + (f" {context}" if context else ""))
+
+
+class Unsupported(LaunchError, NotImplementedError):
+    """KSEEK_ERR_UNSUPPORTED: a feature combination the kernel does not implement (never a wrong answer)."""
+
+
+def raise_for_status(code: int, context: str = "") -> None:
+    """Nothing for KSEEK_OK; else Unsupported or LaunchError naming the status."""
+    if code != OK:
+        raise (Unsupported if code == ERR_UNSUPPORTED else LaunchError)(code, context)
 
 
 class KseekParams(ctypes.Structure):
@@ -183,6 +213,43 @@ def make_params(s, inp, o, lse, workspace=None) -> KseekParams:
     return p
 
 
-def launch(lib: KernelLib, s, inp, o, lse, stream_handle: int, workspace=None) -> int:
-    """Fill the params and call kseek_fwd on `stream_handle`; returns the kernel's status code."""
-    return lib.fwd(make_params(s, inp, o, lse, workspace), stream_handle)
+# ---- launching -----------------------------------------------------------------------------------
+def workspace_for(lib: KernelLib, s, inp, o, lse):
+    """The workspace for this call: kseek_workspace_bytes(params) bytes, at least MIN_WORKSPACE_BYTES,
+    uint8 on o's device."""
+    import torch
+    n = lib.workspace_bytes(make_params(s, inp, o, lse))
+    return torch.empty(max(int(n), MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=o.device)
+
+
+class Launch:
+    """One kernel call bound to its tensors: params filled and workspace sized once; calling launches.
+
+    `stream` is a cudaStream_t as an int (None: o's device's current stream, read now: timing calls
+    it in a loop and must not pay for the lookup each time). The object keeps the inputs, outputs
+    and workspace alive, since the params hold raw pointers into them."""
+
+    def __init__(self, lib: KernelLib, s, inp, o, lse, stream: int | None = None, workspace=None):
+        self.lib, self.inp, self.o, self.lse = lib, inp, o, lse
+        self.workspace = workspace if workspace is not None else workspace_for(lib, s, inp, o, lse)
+        self.params = make_params(s, inp, o, lse, self.workspace)
+        if stream is None:
+            import torch
+            stream = torch.cuda.current_stream(o.device).cuda_stream
+        self.stream = stream
+
+    def status(self) -> int:
+        """Launch once; the kernel's status code, unchecked."""
+        return self.lib.fwd(self.params, self.stream)
+
+    def __call__(self, context: str = ""):
+        """Launch once; (o, lse), or LaunchError naming the status (`context` is added to its message)."""
+        raise_for_status(self.status(), context)
+        return self.o, self.lse
+
+
+def launch(lib: KernelLib, s, inp, o, lse, stream: int | None = None, workspace=None) -> Launch:
+    """Launch once (see Launch); returns the Launch, to call again. Raises LaunchError if not ok."""
+    call = Launch(lib, s, inp, o, lse, stream, workspace)
+    call()
+    return call

@@ -16,11 +16,11 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parent.parent
-DEFAULT_KERNEL = next((p for p in (REPO / "kernels" / "fa3_hopper", REPO / "kernels" / "fa3_hopper.cu") if p.exists()),
-                      REPO / "kernels" / "fa3_hopper")
+from .paths import KERNELS
+
+DEFAULT_KERNEL = next((p for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu") if p.exists()),
+                      KERNELS / "fa3_hopper")
 _LIBS: dict[str, object] = {}
 
 
@@ -97,17 +97,13 @@ def _run(call: _Call, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_
         lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)      # [H, total_q]
     else:
         lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)  # [B, H, Sq]
-    lib = _lib()
-    params = abi.make_params(call, inp, o, lse)
-    nbytes = lib.workspace_bytes(params)
-    ws = torch.empty(max(int(nbytes), 16), dtype=torch.uint8, device=q.device) if nbytes else None
-    if ws is not None:
-        params = abi.make_params(call, inp, o, lse, ws)
-    rc = lib.fwd(params, torch.cuda.current_stream(q.device).cuda_stream)
-    if rc == 1:
-        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination ({call})")
-    if rc != 0:
-        raise RuntimeError(f"kernelseek.attention: kernel returned {rc} ({abi.STATUS.get(rc, '?')})")
+    try:
+        abi.launch(_lib(), call, inp, o, lse)                # on q's device's current stream
+    except abi.Unsupported as e:
+        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
+                                  f"({call})") from e
+    except abi.LaunchError as e:
+        raise RuntimeError(f"kernelseek.attention: {e}") from e
     return (o, lse) if return_lse else o
 
 

@@ -18,7 +18,8 @@ import string
 from dataclasses import dataclass
 from pathlib import Path
 
-from .bank import (ARCHS, BANK_DIR, GROUPS, MOMENTS, SLOTS, Entry, bank_files, read_bank)
+from .bank import ARCHS, BANK_DIR, GROUPS, MOMENTS, Entry, bank_files, read_bank
+from .bank_slots import SLOTS
 
 DUP_RATIO = 0.85            # SequenceMatcher ratio at or above which two texts are near-duplicates
 MIN_GROUPS_PER_MOMENT = 3   # "each moment served by several groups"

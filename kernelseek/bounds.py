@@ -25,9 +25,10 @@ from typing import Any
 
 import pandas as pd
 
-from kernelseek.triage import as_rows
+from kernelseek.paths import CEILINGS
+from kernelseek.rows import as_rows
 
-CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", Path(__file__).resolve().parent.parent / "data" / "ceilings"))
+CEILINGS_DIR = Path(os.environ.get("KSEEK_CEILINGS_DIR", CEILINGS))
 FALLBACK_GPU = "NVIDIA_H200"
 RATE_KEY = {"bf16": "bf16_tflops", "fp16": "fp16_tflops", "fp8": "fp8_tflops"}
 
@@ -175,16 +176,32 @@ def load_ceilings(gpu: str | None = None, path: str | Path | None = None, root: 
         p = Path(path)
         if not p.exists():
             raise FileNotFoundError(f"{p}: no such ceilings file")
-        return json.loads(p.read_text())
+        return _read_ceilings(p)
     root = Path(root)
     tried = []
     for slug in ([gpu_slug(gpu)] if gpu else []) + [FALLBACK_GPU]:
         p = root / f"{slug}.json"
         tried.append(str(p))
         if p.exists():
-            return json.loads(p.read_text())
+            return _read_ceilings(p)
     raise FileNotFoundError(f"no ceilings file: tried {', '.join(tried)}; run `kernelseek ceilings` on "
                             f"that GPU (see data/ceilings/README.md) or pass --ceilings FILE")
+
+
+def _read_ceilings(p: Path) -> dict:
+    """A ceilings file's object; ValueError naming the file when it is not JSON or not an object
+    whose rates are numbers."""
+    try:
+        c = json.loads(p.read_text(encoding="utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as e:
+        raise ValueError(f"{p}: not a ceilings JSON file ({e})") from None
+    if not isinstance(c, dict):
+        raise ValueError(f"{p}: not a ceilings file (expected an object of rates)")
+    bad = [k for k, v in c.items() if (k.endswith(("_tflops", "_gbps")) or k.startswith("launch_us"))
+           and not isinstance(v, (int, float))]
+    if bad:
+        raise ValueError(f"{p}: field '{bad[0]}' is {c[bad[0]]!r}, expected a number")
+    return c
 
 
 # ---- per scenario ------------------------------------------------------------------------------

@@ -27,9 +27,11 @@ import re
 import time
 from pathlib import Path
 
-from .agent.config import ARMS, REPO, Config, create, new_campaign_id
+from . import store
+from .agent.config import ARMS, Config, create, new_campaign_id
+from .paths import NOTEBOOKS, REPO
 
-NOTEBOOK = REPO / "notebooks" / "campaign.ipynb"
+NOTEBOOK = NOTEBOOKS / "campaign.ipynb"
 
 
 def parameters(cfg: Config, root: Path, gpu=None, resume: bool = False) -> dict:
@@ -47,7 +49,7 @@ def outcome(root) -> dict:
     from . import traces
     from .agent.budget import Spend
     root = Path(root)
-    evs = traces.read(root / "trace.jsonl")
+    evs = traces.read(store.Campaign(root).trace)
     cfg = next((e.get("config") for e in evs if e.get("type") == "start"), None) or {}
     stop = next((e for e in reversed(evs) if e.get("type") in ("stop", "error")), None) or {}
     gms = [e["geomean"] for e in evs if e.get("type") == "evaluation" and e.get("geomean") is not None
@@ -101,7 +103,7 @@ def _run_one(cfg_dict: dict, campaigns_dir: str, campaign_id: str, gpus: list | 
         err = None
     except Exception as e:  # one failed cell must not sink the matrix; its row says why
         err = f"{type(e).__name__}: {str(e)[-300:]}"
-    row = outcome(root) if (root / "trace.jsonl").exists() else {"campaign": campaign_id}
+    row = outcome(root) if store.Campaign(root).trace.exists() else {"campaign": campaign_id}
     row.update(gpu=gpu, error=err, arm=cfg_dict["arm"], replicate=cfg_dict["replicate"])
     return row
 

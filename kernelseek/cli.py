@@ -13,17 +13,19 @@ import os
 import select
 import sys
 
+from .commands import EXIT_INPUT, UserError
+
 # verb -> one-line help (the top-level `kernelseek --help` lists these without importing any verb)
 VERBS = {
     "main": "the README's main job: evaluate on a GPU, else replay the committed H200 results",
     "eval": "build, check and time a kernel on a grid against a baseline",
     "grid": "list a grid's scenarios with FLOPs and bytes",
-    "build": "build a kernel file and show its ptxas report and constraint check",
+    "build": "build a kernel (a .cu file or a folder) and show its ptxas report and constraint check",
     "show": "print the results table and summary of a run directory",
     "triage": "which rows and feature groups bring the geometric mean down",
     "bounds": "time against the roofline bound; time outside the kernel",
     "ceilings": "measure this GPU's matrix rates, bandwidth and launch overhead",
-    "profile": "Nsight Compute on one scenario; SASS instruction mix",
+    "profile": "Nsight Compute on one command (after --), its report parsed per kernel",
     "sass": "instruction mix of a built kernel, or the difference of two",
     "bank": "the question bank: lint, list, ask",
     "goal": "the goal verdict on a run directory (exit 0 only when met)",
@@ -36,15 +38,25 @@ VERBS = {
 }
 
 EXIT_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a tool killed by a closed pipe
-EXIT_CODES = """exit codes:
-  0  success (eval: every scenario passed; goal: met)
-  1  a check failed (eval: some scenario's output was wrong; goal: not met)
-  2  usage or input error (bad grid, missing file)
+EXIT_CODES = """exit codes (every verb; a code-2 problem is one line on stderr naming the file, field or scenario):
+  0  success (eval: every scenario passed; goal: met; hook stop: always)
+  1  a check failed (eval: some scenario's output was wrong; goal: not met; bank lint: errors;
+     report: a notebook failed)
+  2  usage or input error (unknown verb or option, a missing or unreadable file, a bad grid,
+     results or goal file, an unknown baseline), or this machine lacks what the verb needs
+     (eval: a CUDA GPU and nvcc; profile: ncu; ceilings: a CUDA GPU); nothing was built or run
   3  the build failed or the constraint check refused the kernel
   4  the kernel crashed, hung or raised an error on some scenario (and none failed a check)
   5  everything passed but some rows have no usable baseline (n/a)
   141  the output pipe was closed by its reader (e.g. `| head`); nothing else went wrong
 """
+
+
+class Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line (`kernelseek VERB: argument --x: ...`), exit 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_INPUT, f"{self.prog}: {message} (see `{self.prog} --help`)\n")
 
 
 def verb_module(verb: str):
@@ -53,27 +65,37 @@ def verb_module(verb: str):
 
 
 def parser() -> argparse.ArgumentParser:
-    return argparse.ArgumentParser(
-        prog="kernelseek", description="Question-driven GPU kernel optimization.",
+    return Parser(
+        prog="kernelseek", usage="kernelseek [-h] VERB [ARGS ...]   (kernelseek VERB --help: its options)",
+        description="Question-driven GPU kernel optimization.",
         epilog="verbs:\n" + "\n".join(f"  {v:9} {h}" for v, h in VERBS.items()) + "\n\n" + EXIT_CODES,
         formatter_class=argparse.RawDescriptionHelpFormatter)
 
 
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    verb = argv[0] if argv and not argv[0].startswith("-") else None
+    """Run one verb; returns its exit code (EXIT_CODES), also for --help and usage errors."""
+    argv = sys.argv[1:] if argv is None else list(argv)
     top = parser()
-    sub = top.add_subparsers(dest="verb", metavar="VERB")
-    if verb is None or verb not in VERBS:
+    if not argv or argv[0] in ("-h", "--help"):
         top.print_help()
-        return 0 if verb is None and not argv else 2
-    verb_module(verb).register(sub)
-    args = top.parse_args(argv)
-    if not hasattr(args, "func"):
-        top.print_help()
-        return 2
+        return 0
+    verb = argv[0]
+    if verb not in VERBS:
+        what = "option" if verb.startswith("-") else "verb"
+        print(f"kernelseek: unknown {what} {verb!r}; the verbs are {', '.join(VERBS)} (see `kernelseek --help`)",
+              file=sys.stderr)
+        return EXIT_INPUT
+    verb_module(verb).register(top.add_subparsers(dest="verb", metavar="VERB", prog="kernelseek"))
+    try:
+        args = top.parse_args(argv)
+    except SystemExit as e:   # --help (0) or a usage error (2, its one line already printed)
+        return e.code if isinstance(e.code, int) else EXIT_INPUT
     try:
         return int(args.func(args) or 0)
+    except UserError as e:
+        sub = [v for k, v in vars(args).items() if k.endswith("_cmd") and isinstance(v, str)]
+        print(f"kernelseek {' '.join([verb, *sub])}: {e}", file=sys.stderr)
+        return e.code
     except BrokenPipeError:
         if not _stdout_reader_gone():
             raise  # another pipe (a worker's, say) broke: that is an error, not a closed `| head`

@@ -22,9 +22,10 @@ import time
 from pathlib import Path
 
 from . import results as R
+from . import store
+from .paths import REPO
 from .scenarios import Scenario, load_grid, select
 
-REPO = Path(__file__).resolve().parent.parent
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
@@ -155,6 +156,91 @@ def exit_code(rows: list[R.Row]) -> int:
     return 0
 
 
+def check_baseline(spec: str) -> None:
+    """ValueError unless `spec` names baselines: best, all, names from baselines.REGISTRY (comma-separated),
+    or a kernel file (FILE.cu or original:FILE) that exists."""
+    from .baselines import REGISTRY
+    for name in str(spec).split(","):
+        if name in ("best", "all") and spec == name or name in REGISTRY:
+            continue
+        path = name.split(":", 1)[1] if name.startswith("original:") else name if name.endswith(".cu") else None
+        if path is None:
+            raise ValueError(f"--baseline {spec}: unknown baseline '{name}' "
+                             f"(known: best, all, {', '.join(REGISTRY)}, FILE.cu)")
+        if not Path(path).is_file():
+            raise FileNotFoundError(f"--baseline {spec}: kernel file {path}: not found")
+
+
+def check_inputs(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
+                 timeout_s: float = 300.0, budget_s: float = 0.4, arch: str = "sm_90a",
+                 defines: dict | None = None) -> list[Scenario]:
+    """The scenarios an evaluation would run, after checking each input it takes, before anything is
+    built or written. Raises FileNotFoundError or ValueError (GridError, KernelError) naming the
+    input at fault."""
+    from .build import arch_flags, check_defines, entry_file
+    entry_file(kernel)                    # a .cu file, or a folder holding <name>/<name>.cu
+    check_defines(defines)
+    for name, v in (("--timeout", timeout_s), ("--budget", budget_s)):
+        if not (isinstance(v, (int, float)) and 0 < v < float("inf")):
+            raise ValueError(f"{name} {v}: expected a positive number of seconds")
+    check_baseline(baseline)
+    arch_flags(arch)
+    return select(load_grid(grid), scenarios)
+
+
+def machine_problem(worker_cmd=None) -> str | None:
+    """Why this machine cannot evaluate (no nvcc; no CUDA GPU for torch), or None. Checked before
+    anything is built, so a machine without a GPU stops at once instead of failing every row."""
+    from .build import NvccNotFound, find_nvcc
+    try:
+        find_nvcc()
+    except NvccNotFound as e:
+        return str(e)
+    if worker_cmd is not None:     # a worker of the caller's own (tests): it answers for the GPU
+        return None
+    try:
+        import torch
+        ok = torch.cuda.is_available()
+    except Exception as e:         # a broken torch install is this machine's problem too
+        return f"torch cannot be imported here ({type(e).__name__}: {e}); eval needs torch with CUDA"
+    if not ok:
+        return (f"no CUDA GPU here (torch {torch.__version__}: torch.cuda.is_available() is False); "
+                "eval checks and times on a GPU: run it where one is, or `kernelseek main` to replay "
+                "the committed H200 results")
+    return None
+
+
+def compiler_errors(log: str, limit: int = 600) -> str:
+    """The compiler's error lines from a build log, joined (not the nvcc command line heading the log);
+    the log's last lines when none says "error"."""
+    lines = [ln.strip() for ln in (log or "").splitlines()]
+    if lines and "nvcc" in lines[0]:
+        lines = lines[1:]               # build.build puts the command line first
+    lines = [ln for ln in lines if ln]
+    errs = [ln for ln in lines if "error" in ln.lower() or "fatal" in ln.lower()]
+    text = " | ".join(errs or lines[-5:])
+    return text if len(text) <= limit else text[:limit - 3] + "..."
+
+
+def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict,
+                confine=None) -> tuple[str | None, str | None]:
+    """Build the kernel (with its defines; under `confine`, build.build's hook) and check its
+    constraints, recording both in the run folder and meta. Returns (the .so path, None) or (None,
+    why every row is refused)."""
+    from . import build as B
+    from . import constraints as C
+    br = B.build(kpath, arch=arch, defines=defines, confine=confine)
+    store.write_build(run, br.log or "", br.ptxas)
+    meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
+    if not br.ok:
+        return None, "build failed: " + compiler_errors(br.log)
+    reasons = list(C.check_binary(br.so_path).reasons) + list(C.check_source(kpath).reasons)
+    meta["constraints"] = reasons
+    if reasons:
+        return None, "constraint check refused the kernel: " + "; ".join(reasons)
+    return str(br.so_path), None
+
+
 def _start_meta(seed: int) -> dict:
     """The run's seeds, revision, host, start time and KSEEK_* environment (meta fields)."""
     return {"seed": seed, "seeds": {"check": seed, "timing_sets": f"{seed}+1.."}, "git_rev": git_revision(),
@@ -169,11 +255,10 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
              command: str = "", defines: dict | None = None, confine: bool = False) -> tuple[Path, list[R.Row], dict]:
     """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
     (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
-    faults; a missing kernel, a folder without its entry file or a bad define raise before any run.
+    faults; bad inputs (check_inputs, a bad define) raise before the run directory exists.
     confine: the candidate's build and the worker that loads it run under bubblewrap (see
     kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
-    from . import constraints as C
     t_start = time.perf_counter()
     nvcc_jail = None
     if confine:                            # before anything runs: a clear error, not a silent fallback
@@ -183,43 +268,26 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
     kpath = Path(kernel)
-    B.entry_file(kpath)                    # FileNotFoundError / KernelError (a ValueError) name it
+    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines)
     defines = B.check_defines(defines)
-    scen = select(load_grid(grid), scenarios)
     run = R.new_run_dir(runs_dir, kpath.stem)
-    (run / "build").mkdir()
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only,
+            "confined": bool(confine), **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
-    so = None
     t = time.perf_counter()
-    meta["confined"] = bool(confine)
-    br = B.build(kpath, arch=arch, defines=defines, confine=nvcc_jail)
+    so, refuse = _build_step(kpath, arch, defines, run, meta, nvcc_jail)
     phases["build_s"] = time.perf_counter() - t
-    (run / "build" / "log.txt").write_text(br.log or "")
-    (run / "build" / "ptxas.json").write_text(json.dumps(br.ptxas, indent=1))
-    meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
-    refuse = None
-    if not br.ok:
-        refuse = "build failed: " + (br.log or "").strip()[-400:]
-    else:
-        cr = C.check_binary(br.so_path)
-        cs = C.check_source(kpath)
-        reasons = list(cr.reasons) + list(cs.reasons)
-        meta["constraints"] = reasons
-        if reasons:
-            refuse = "constraint check refused the kernel: " + "; ".join(reasons)
-        so = str(br.so_path)
     if refuse:
         rows = [R.Row(scenario=s.name, row=s.row, grid=grid, status="refused", reason=refuse,
                       features=s.features(), flops=s.flops(), min_bytes=s.min_bytes()) for s in scen]
         meta["wall_s"] = time.perf_counter() - t_start
         R.save(run, rows, meta)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1))
+        store.write_meta(run, meta)
         return run, rows, meta
-    w, scratch = _worker(worker_cmd, so, baseline, arch, run / "worker.log", confine)
+    w, scratch = _worker(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -237,6 +305,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
+            note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, ceilings))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
@@ -251,8 +320,18 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     meta["harness_overhead_s"] = wall - agg.get("timing", 0.0)
     meta["finished_utc"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
     R.save(run, rows, meta)
-    (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+    store.write_meta(run, meta)
     return run, rows, meta
+
+
+def note_baselines(seen: dict, reply: dict) -> None:
+    """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
+    version string (which says what ran and where it was loaded from), and how many rows it passed
+    or was skipped/failed on, so a run records exactly which baselines took part."""
+    for name, b in (reply.get("baselines") or {}).items():
+        rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
+        rec["version"] = rec["version"] or str(b.get("version") or "")
+        rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
 def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool):
@@ -262,7 +341,7 @@ def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: b
     if not confine:
         return Worker(cmd=worker_cmd, log_path=log_path), None
     from . import build as B
-    from .baselines import PREBUILT_ENV, original_paths
+    from .baselines.original import PREBUILT_ENV, original_paths
     from .confine import confined_nvcc, require, worker_jail
     libs, prebuilt, sources = [so], {}, []
     for f in original_paths(baseline):

@@ -9,8 +9,8 @@ A goal file (YAML; goals/default.yaml is an example):
     by_scenario:          # overrides by scenario name (or bench row number); beat by_group
       dense_causal: 1.1
     max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
-A campaign's results are judged only through its ledger (kernelseek.ledger): evaluations the loop ran
-and recorded in the trace with their digest, never a results file that appeared in its folder.
+A campaign's results are judged only through its ledger (kernelseek.ledger, via store): evaluations
+the loop ran and recorded in the trace with their digest, never a results file that appeared.
 A row meets the goal only if its status is passed and its speedup is at least its minimum. Results
 whose kernel source hash (meta kernel_sha256) differs from the current kernel file are stale and
 never meet a goal; so are results that cannot be tied to a kernel file.
@@ -27,9 +27,11 @@ from pathlib import Path
 
 import yaml
 
+from . import store
 from .kernel_source import KernelError, kernel_hash
+from .paths import DEFAULT_GOAL
 
-DEFAULT_GOAL_FILE = Path(__file__).resolve().parent.parent / "goals" / "default.yaml"
+DEFAULT_GOAL_FILE = DEFAULT_GOAL
 _KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
 
 
@@ -113,19 +115,7 @@ def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
 
 
 # ---- results and staleness ---------------------------------------------------------------------
-def find_results(path: str | Path) -> Path:
-    """results.json of a run dir, a results.json path, or a campaign's latest evaluation recorded in its
-    ledger (kernelseek.ledger: a results file the loop did not record is never judged; one changed
-    since raises ledger.ForgedResults, a ValueError)."""
-    from .ledger import latest
-    p = Path(path)
-    if p.is_file() or (p / "results.json").is_file():
-        return p if p.is_file() else p / "results.json"
-    if (p / "evals").is_dir():
-        return latest(p)
-    if not p.exists():
-        raise FileNotFoundError(f"{p}: no such run or campaign directory")
-    raise FileNotFoundError(f"{p}: no results.json and no evals/ directory")
+find_results = store.find_results   # run dir, results file, or a campaign's latest evaluation
 
 
 def sha256_file(path: str | Path) -> str:

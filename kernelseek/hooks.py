@@ -23,6 +23,9 @@ import shlex
 import sys
 from pathlib import Path
 
+from . import store
+from .paths import REPO
+
 POINTER = Path(".kernelseek") / "campaign"
 ENV_CAMPAIGN, ENV_GOAL, ENV_MAX_BLOCKS = "KERNELSEEK_CAMPAIGN", "KERNELSEEK_GOAL", "KERNELSEEK_MAX_BLOCKS"
 DEFAULT_MAX_BLOCKS = 8
@@ -46,8 +49,8 @@ def find_campaign(cwd: str | Path, env=None) -> Path | None:
 def _goal_file(campaign: Path | None, cwd: Path, env, explicit=None):
     cands = [explicit, env.get(ENV_GOAL) or None]
     if campaign is not None:
-        cands.append(campaign / "goal.yaml")
-    cands.append(cwd / ".kernelseek" / "goal.yaml")
+        cands.append(store.Campaign(campaign).goal)
+    cands.append(cwd / ".kernelseek" / store.GOAL)          # the project's own, named like a campaign's
     for c in cands:
         if c and (Path(c).is_file() or c in (explicit, env.get(ENV_GOAL))):
             return c
@@ -55,7 +58,7 @@ def _goal_file(campaign: Path | None, cwd: Path, env, explicit=None):
 
 
 def _state_path(campaign: Path | None, cwd: Path) -> Path:
-    if campaign is not None and (campaign / "evals").is_dir() and os.access(campaign, os.W_OK):
+    if campaign is not None and store.Campaign(campaign).evals.is_dir() and os.access(campaign, os.W_OK):
         return campaign / STATE_NAME
     return cwd / ".kernelseek" / STATE_NAME
 
@@ -194,7 +197,7 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
 # ---- init claude-code ------------------------------------------------------------------------
 def default_command() -> str:
     """How Claude Code should run the hook: this Python, finding this package."""
-    root = Path(__file__).resolve().parent.parent
+    root = REPO                                     # the directory holding the kernelseek package
     py = shlex.quote(sys.executable)
     if "site-packages" in root.parts or "dist-packages" in root.parts:
         return f"{py} -m kernelseek hook stop"

@@ -15,9 +15,7 @@ import os
 import time
 from pathlib import Path
 
-INBOX = "inbox.jsonl"
-TRACE = "trace.jsonl"
-
+from .store import Campaign
 
 def _utc_now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
@@ -39,10 +37,11 @@ def ask(campaign_dir, text: str, source: str = "cli", bank_id: str | None = None
         rec["moment"] = moment
     data = (json.dumps(rec) + "\n").encode()
     # one write() on an O_APPEND descriptor: concurrent writers never interleave within a line
-    fd = os.open(d / INBOX, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    inbox = Campaign(d).inbox
+    fd = os.open(inbox, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
         os.write(fd, data)
-        line = _count_lines(d / INBOX) - 1
+        line = _count_lines(inbox) - 1
     finally:
         os.close(fd)
     return dict(rec, line=line)
@@ -55,7 +54,7 @@ def _count_lines(path: Path) -> int:
 
 def read(campaign_dir) -> list[dict]:
     """Every inbox line, each with its `line` number; a torn or blank line is skipped."""
-    p = Path(campaign_dir) / INBOX
+    p = Campaign(campaign_dir).inbox
     if not p.exists():
         return []
     out = []
@@ -74,7 +73,7 @@ def read(campaign_dir) -> list[dict]:
 
 def consumed(campaign_dir) -> set[int]:
     """Inbox line numbers the trace marks consumed."""
-    p = Path(campaign_dir) / TRACE
+    p = Campaign(campaign_dir).trace
     done: set[int] = set()
     if not p.exists():
         return done

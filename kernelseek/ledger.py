@@ -2,27 +2,28 @@
 
 The loop alone writes a campaign's trace.jsonl and its evals/<n>/ (outside the agent's sandbox and
 the candidate's worker). For every evaluation it appends an `evaluation` event holding `n`, `dir`
-and `results_sha256`, the sha256 of the evals/<n>/results.json it has just written. Every reader
-that judges a campaign (the goal, the Stop hook, the triggers and arms, the console) takes the
-evaluations from here:
-    a results file with no ledger entry         is ignored ("the loop did not run it")
-    a results file whose bytes no longer match  is refused (ForgedResults) by the judges, ignored by
-                                                 the rest; either way with a message naming it
-So a file that appears in a campaign folder is never judged. A folder of run directories without a
-trace is not a campaign and has no ledger.
+and `results_sha256`, the sha256 of the evals/<n>/results.json it has just written. store.Campaign
+lists a campaign's evaluations through `check` (so the goal, the Stop hook, the triggers and arms,
+triage and the console all read the same list):
+    a results file with no ledger entry         is left out ("the loop did not run it")
+    a results file whose bytes no longer match  is left out, and store.find_results (the goal, the
+                                                 Stop hook) refuses the campaign: ForgedResults
+So a file that appears in a campaign folder is never judged. A folder of runs without a trace has
+no ledger, hence no evaluations. This module imports nothing of kernelseek (store imports it); the
+folder's file names come from store.
 
-    ledger.evaluations(root)          verified run directories, oldest first
-    ledger.latest(root)               the newest one (FileNotFoundError / ForgedResults otherwise)
-    ledger.check(root).problems       one line per ignored or mismatched results file
+    ledger.check(root, trace, numbered, "results.json")   -> Check(verified, problems, forged)
+    ledger.digest(run_dir)                                 the digest the loop records
 """
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
 DIGEST = "results_sha256"
-TRACE = "trace.jsonl"
+RESULTS = "results.json"
 
 
 class ForgedResults(ValueError):
@@ -32,21 +33,24 @@ class ForgedResults(ValueError):
 def digest(path) -> str:
     """sha256 hex of a results.json (a run directory or the file)."""
     p = Path(path)
-    return hashlib.sha256((p / "results.json" if p.is_dir() else p).read_bytes()).hexdigest()
+    return hashlib.sha256((p / RESULTS if p.is_dir() else p).read_bytes()).hexdigest()
 
 
-def is_campaign(root) -> bool:
-    """A loop campaign: a folder with a trace (its evaluations are judged only through the ledger)."""
-    return (Path(root) / TRACE).is_file()
-
-
-def entries(root) -> dict[int, dict]:
-    """n -> the loop's evaluation event carrying a digest (the last one for an n, if repeated)."""
-    from .traces import read
+def entries(trace) -> dict[int, dict]:
+    """n -> the loop's `evaluation` event carrying a digest (the last one for an n), from trace.jsonl."""
     out = {}
-    for ev in read(Path(root) / TRACE):
-        if ev.get("type") == "evaluation" and isinstance(ev.get(DIGEST), str) and isinstance(ev.get("n"), int):
-            out[ev["n"]] = ev
+    p = Path(trace)
+    if not p.is_file():
+        return out
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            try:
+                ev = json.loads(raw)
+            except json.JSONDecodeError:
+                continue                     # a line torn by a crash (traces.read skips it too)
+            if (isinstance(ev, dict) and ev.get("type") == "evaluation" and isinstance(ev.get(DIGEST), str)
+                    and isinstance(ev.get("n"), int)):
+                out[ev["n"]] = ev
     return out
 
 
@@ -54,73 +58,55 @@ def entries(root) -> dict[int, dict]:
 class Check:
     verified: list = field(default_factory=list)     # run directories, oldest first
     problems: list = field(default_factory=list)     # one line per results file not judged
-    forged: list = field(default_factory=list)       # the mismatched ones among them
+    forged: list = field(default_factory=list)       # the changed ones among them
+
+    def refuse(self) -> None:
+        """ForgedResults naming every changed results file, if there is one."""
+        if self.forged:
+            raise ForgedResults("; ".join(p for p in self.problems if "does not match" in p))
 
 
-def _on_disk(root: Path) -> list[Path]:
-    ev = root / "evals"
-    ds = [d for d in ev.iterdir() if (d / "results.json").is_file()] if ev.is_dir() else []
-    return sorted(ds, key=lambda d: (0, int(d.name)) if d.name.isdigit() else (1, d.name))
-
-
-def check(root) -> Check:
-    """Match the results files under evals/ against the ledger of the trace."""
-    root = Path(root).resolve()
+def check(root, trace, numbered: list, results: str = RESULTS) -> Check:
+    """Match a campaign's results files (`numbered`: its evals/<n>/ run directories) against the
+    ledger in `trace`. Verified directories are given under `root` as given (not resolved)."""
+    given, root = Path(root), Path(root).resolve()
     c = Check()
-    if not is_campaign(root):
-        c.problems.append(f"{root}: no {TRACE}, so no ledger: not a campaign the loop ran; its evaluations "
-                          "are not judged")
+    if not Path(trace).is_file():
+        c.problems.append(f"{root}: no {Path(trace).name}, so no ledger: not a campaign the loop ran; its "
+                          "evaluations are not judged")
         return c
-    led = entries(root)
-    for n, ev in sorted(led.items()):
+    for n, ev in sorted(entries(trace).items()):
         d = (root / str(ev.get("dir") or f"evals/{n}")).resolve()
         if root not in d.parents:
             c.problems.append(f"ledger entry {ev.get('id')}: dir {ev.get('dir')!r} is outside the campaign")
-            continue
-        if not (d / "results.json").is_file():
-            c.problems.append(f"{d.relative_to(root)}/results.json: recorded in the ledger ({ev.get('id')}) but "
-                              "missing")
-            continue
-        have = digest(d)
-        if have != ev[DIGEST]:
+        elif not (d / results).is_file():
+            c.problems.append(f"{d.relative_to(root)}/{results}: recorded in the ledger ({ev.get('id')}) but missing")
+        elif digest(d / results) != ev[DIGEST]:
             c.forged.append(d)
-            c.problems.append(f"{d.relative_to(root)}/results.json: its sha256 {have[:12]} does not match the "
-                              f"{ev[DIGEST][:12]} the loop recorded in {TRACE} ({ev.get('id')}): it changed after "
-                              "the loop wrote it, so it is not judged")
-            continue
-        c.verified.append(d)
-    known = set(c.verified) | set(c.forged)
-    for d in _on_disk(root):
-        if d.resolve() not in known:
-            c.problems.append(f"{d.relative_to(root)}/results.json: no ledger entry in {TRACE} (the loop did not "
-                              "run this evaluation), so it is not judged")
+            c.problems.append(f"{d.relative_to(root)}/{results}: its sha256 {digest(d / results)[:12]} does not "
+                              f"match the {ev[DIGEST][:12]} the loop recorded in {Path(trace).name} "
+                              f"({ev.get('id')}): it changed after the loop wrote it, so it is not judged")
+        else:
+            c.verified.append(given / d.relative_to(root))
+    known = {d.resolve() for d in c.verified} | set(c.forged)
+    for d in numbered:
+        if Path(d).resolve() not in known:
+            c.problems.append(f"{Path(d).resolve().relative_to(root)}/{results}: no ledger entry in "
+                              f"{Path(trace).name} (the loop did not run this evaluation), so it is not judged")
     return c
 
 
-def evaluations(root) -> list[Path]:
-    """The verified evaluations of a campaign, oldest first (everything else is ignored)."""
-    return check(root).verified
-
-
-def latest(root) -> Path:
-    """results.json of the newest verified evaluation. Raises ForgedResults when any recorded results
-    file was changed, FileNotFoundError when there is none (the message lists what was ignored)."""
-    c = check(root)
-    if c.forged:
-        raise ForgedResults("; ".join(p for p in c.problems if "does not match" in p))
+def latest(c: Check, root) -> Path:
+    """The newest verified evaluation's run directory. Raises ForgedResults when any recorded results
+    file was changed, FileNotFoundError when there is none (the message says what was left out)."""
+    c.refuse()
     if not c.verified:
         why = "; ".join(c.problems[:4]) or "no evaluation recorded in its ledger yet"
-        raise FileNotFoundError(f"{Path(root)}: no evaluation the loop recorded: {why}")
-    return c.verified[-1] / "results.json"
+        raise FileNotFoundError(f"{root}: no evaluation the loop recorded: {why}")
+    return c.verified[-1]
 
 
-def record(run_dir) -> dict:
-    """The ledger fields of an evaluation the loop has just written (for its `evaluation` event)."""
-    return {DIGEST: digest(run_dir)}
-
-
-def dump(root) -> str:
-    """The ledger as text (for a person checking a campaign)."""
-    c = check(root)
+def dump(c: Check) -> str:
+    """The ledger check as text (for a person checking a campaign)."""
     lines = [f"{len(c.verified)} verified evaluation(s)"] + [f"  ok  {d.name}" for d in c.verified]
     return "\n".join(lines + [f"  NOT JUDGED  {p}" for p in c.problems])

@@ -7,15 +7,15 @@ and says that checking and timing need a GPU.
 """
 from __future__ import annotations
 
-import json
 import sys
 from pathlib import Path
 
 from . import results as R
+from . import store
 from .kernel_source import format_defines, kernel_id
+from .paths import DATA_RUNS, REPO
 
-REPO = Path(__file__).resolve().parent.parent
-COMMITTED = REPO / "data" / "runs"
+COMMITTED = DATA_RUNS
 
 
 def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: bool = False) -> list[Path]:
@@ -24,23 +24,23 @@ def committed_runs(root: Path = COMMITTED, grid: str | None = None, partial: boo
     Runs of a subset of the grid (`--scenarios`, recorded as meta["scenarios_filter"]: A/B runs of a
     few rows) are left out unless `partial`: the replay and the repeatability pairs use whole grids."""
     runs = []
-    for p in sorted(root.glob("*/results.json")):
+    for p in store.list_runs(root):
         try:
-            meta = json.loads(p.read_text()).get("meta", {})
+            meta = store.read_meta(p)
         except ValueError:
             continue
         if grid and meta.get("grid") != grid:
             continue
         if meta.get("scenarios_filter") and not partial:
             continue
-        runs.append((meta.get("finished_utc") or meta.get("started_utc") or "", p.parent))
+        runs.append((meta.get("finished_utc") or meta.get("started_utc") or "", p))
     return [d for _, d in sorted(runs)]
 
 
 def _meta(run: Path) -> dict:
     """A run directory's meta ({} when unreadable)."""
     try:
-        return json.loads((run / "results.json").read_text()).get("meta", {})
+        return store.read_meta(run)
     except (OSError, ValueError):
         return {}
 
@@ -58,9 +58,9 @@ def replay_choice(runs: list[Path], repo: Path = REPO) -> Path | None:
     as it is now (meta kernel_sha256 equal to its hash), so the replay shows what the checkout's kernel
     measured (not a version measured and then reverted); else that kernel's newest run. Never another
     kernel's run: an older kernel that happens to be unchanged is not the one being worked on. Runs
-    of a build variant (triage.is_variant) are taken only when there is nothing else."""
+    of a build variant (history.is_variant) are taken only when there is nothing else."""
     from .build import source_hash
-    from .triage import is_variant
+    from .history import is_variant
     if not runs:
         return None
     kernel = _meta(runs[-1]).get("kernel")

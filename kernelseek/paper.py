@@ -17,9 +17,11 @@ import pandas as pd
 import yaml
 from matplotlib.figure import Figure
 
-ROOT = Path(__file__).resolve().parent.parent
-PAPER_DIR = Path(os.environ.get("KERNELSEEK_PAPER_DIR") or ROOT / "data" / "paper")
-SEEDS_DIR = Path(os.environ.get("KERNELSEEK_SEEDS_DIR") or ROOT.parent / "shared" / "seeds")
+from . import store
+from .paths import PAPER, SHARED
+
+PAPER_DIR = Path(os.environ.get("KERNELSEEK_PAPER_DIR") or PAPER)
+SEEDS_DIR = Path(os.environ.get("KERNELSEEK_SEEDS_DIR") or SHARED / "seeds")
 FIELDS = ("id", "quantity", "value", "unit", "subject", "source", "as_written", "sentence")
 
 
@@ -163,7 +165,7 @@ def recompute(paths) -> Recomputed:
     """The paper's quantities recomputed from trace JSONL files (or campaign directories) through
     kernelseek.analytics; when that module is missing, says so and computes nothing."""
     paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in (paths or [])]
-    files = [p / "trace.jsonl" if p.is_dir() else p for p in paths]
+    files = [store.trace_file(p) for p in paths]
     if not files:
         return Recomputed(False, "no trace given", traces=[])
     missing = [str(p) for p in files if not p.exists()]

@@ -13,7 +13,9 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kernelseek.triage import REPEAT_TOLERANCE, as_rows, compare, is_timed, row_class, timeline as _timeline
+from kernelseek.compare import REPEAT_TOLERANCE, compare
+from kernelseek.history import timeline as _timeline
+from kernelseek.rows import as_rows, is_timed, row_class
 
 BELOW, ABOVE, BASE, FAIL = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad"
 
@@ -180,8 +182,8 @@ def history_plot(hist: pd.DataFrame, title: str | None = None) -> Figure:
 
 
 def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title: str | None = None) -> Figure:
-    """Instruction counts per family, one bar per (family, build): label -> profile.instruction_mix."""
-    from kernelseek.profile import FAMILIES
+    """Instruction counts per family, one bar per (family, build): label -> sass.instruction_mix."""
+    from kernelseek.sass import FAMILIES
     fams = list(families or FAMILIES)
     labels = list(mixes)
     k = max(1, len(labels))

@@ -1,65 +1,35 @@
-"""Nsight Compute on one command, and SASS/PTX instruction mixes of a built kernel.
+"""Nsight Compute on one command: run it, read its report, summarize each kernel.
 
 ncu: `run_ncu(cmd, out_dir)` profiles with `--clock-control none` (the clocks the harness times
 under), keeps ncu's stdout verbatim, exports `profile.ncu-rep`, and reads it back through
 `ncu_report` (ncu's extras/python) or, failing that, `ncu --import --csv --page raw`. Files in
 out_dir: ncu_stdout.txt, profile.ncu-rep, raw.csv, details.txt, metrics.csv.
-SASS: cuobjdump/nvdisasm from $CUDA_HOME/bin, PATH, /usr/local/cuda/bin or the PyPI wheels
-nvidia-cuda-cuobjdump / nvidia-cuda-nvdisasm (no GPU needed).
+SASS and PTX instruction mixes are in sass.py; their names (and cudatools.find_tool) stay
+importable from here, as notebooks and tests use them.
 
     kernelseek profile [--out DIR] [--section S]... [--kernel REGEX] -- python -m ... --one ...
-    kernelseek sass A.so [B.so] [--kernel NAME] [--ptxas PTXAS.txt]
 """
 from __future__ import annotations
 
 import csv
-import glob
 import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
-from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import pandas as pd
 
+from kernelseek.cudatools import find_tool, need_tool  # noqa: F401 (find_tool: importable from here)
+from kernelseek.sass import (FAMILIES, instruction_mix, mix_diff, ptx, ptx_mix, ptxas_table,  # noqa: F401
+                             sass, split_kernels)
+
 DEFAULT_SECTIONS = ("SpeedOfLight", "LaunchStats", "Occupancy", "WarpStateStats",
                     "MemoryWorkloadAnalysis", "ComputeWorkloadAnalysis")
-# instruction families always reported (zero when absent)
-FAMILIES = ("HGMMA", "QGMMA", "HMMA", "FFMA", "MUFU", "LDG", "LDS", "LDL", "STL", "UTMALDG", "BAR", "SYNCS")
-
-
-# ---- tools -------------------------------------------------------------------------------------
-def find_tool(name: str) -> str | None:
-    """Path of a CUDA tool (ncu, cuobjdump, nvdisasm), or None."""
-    dirs = [os.path.join(os.environ[v], "bin") for v in ("CUDA_HOME", "CUDA_PATH") if os.environ.get(v)]
-    for d in dirs:
-        if os.access(os.path.join(d, name), os.X_OK):
-            return os.path.join(d, name)
-    hit = shutil.which(name)
-    if hit:
-        return hit
-    cands = [f"/usr/local/cuda/bin/{name}"] + sorted(glob.glob(f"/opt/nvidia/nsight-compute/*/{name}"), reverse=True)
-    try:  # PyPI wheels: nvidia/cu13/bin/<tool> (13.x) or nvidia/cuda_<tool>/bin/<tool> (12.x)
-        import nvidia
-        for root in nvidia.__path__:
-            cands += sorted(glob.glob(os.path.join(root, "*", "bin", name)))
-    except ImportError:
-        pass
-    return next((c for c in cands if os.access(c, os.X_OK)), None)
-
-
-def _need(name: str) -> str:
-    p = find_tool(name)
-    if not p:
-        hint = "Nsight Compute" if name == "ncu" else f"`pip install nvidia-cuda-{name}` provides it"
-        raise FileNotFoundError(f"{name} not found in $CUDA_HOME/bin, PATH, /usr/local/cuda/bin ({hint})")
-    return p
 
 
 def ncu_report_dir(ncu: str | None = None) -> Path | None:
@@ -93,7 +63,7 @@ class ProfileResult:
 def run_ncu(cmd: list[str], out_dir: str | Path, sections=DEFAULT_SECTIONS, kernel_regex: str | None = None,
             launch_count: int = 1, launch_skip: int = 0, timeout_s: float = 600) -> ProfileResult:
     """Profile `cmd` under ncu; write the report, verbatim outputs and the parsed table."""
-    ncu = _need("ncu")
+    ncu = need_tool("ncu")
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     rep = out / "profile.ncu-rep"
@@ -138,7 +108,7 @@ def read_report(rep: str | Path, out_dir: str | Path | None = None) -> tuple[pd.
             pass
     raw = Path(out_dir, "raw.csv") if out_dir is not None else None
     if raw is None or not raw.exists():
-        p = subprocess.run([_need("ncu"), "--import", str(rep), "--page", "raw", "--csv"], capture_output=True, text=True)
+        p = subprocess.run([need_tool("ncu"), "--import", str(rep), "--page", "raw", "--csv"], capture_output=True, text=True)
         text = p.stdout
     else:
         text = raw.read_text()
@@ -284,97 +254,3 @@ def format_summary(summary: list[dict]) -> str:
                      f"{f(s['occupancy_theoretical_pct'], '.1f')}%  regs {f(s['registers'], '.0f')}  tensor pipe "
                      f"{f(s['tensor_pipe_pct'], '.1f')}%\n  stalls: " + ", ".join(f"{k} {v:.2f}" for k, v in s["top_stalls"]))
     return "\n".join(lines)
-
-
-# ---- SASS and PTX ------------------------------------------------------------------------------
-def sass(path: str | Path) -> str:
-    """SASS of a .so, .cubin or fatbin (cuobjdump -sass; nvdisasm for a bare .cubin if no cuobjdump)."""
-    obj = find_tool("cuobjdump")
-    if obj:
-        p = subprocess.run([obj, "-sass", str(path)], capture_output=True, text=True)
-    elif str(path).endswith(".cubin") and find_tool("nvdisasm"):
-        p = subprocess.run([find_tool("nvdisasm"), "-c", str(path)], capture_output=True, text=True)
-    else:
-        _need("cuobjdump")
-    if p.returncode != 0:
-        raise RuntimeError(f"{path}: SASS dump failed: {p.stderr.strip()[:400]}")
-    return p.stdout
-
-
-def ptx(path: str | Path) -> str:
-    """PTX embedded in a binary (cuobjdump -ptx); empty when it carries none."""
-    p = subprocess.run([_need("cuobjdump"), "-ptx", str(path)], capture_output=True, text=True)
-    if p.returncode != 0:
-        raise RuntimeError(f"{path}: PTX dump failed: {p.stderr.strip()[:400]}")
-    return p.stdout
-
-
-_FUNC = re.compile(r"^\s*(?:Function\s*:\s*(\S+)|\.text\.(\S+?):)\s*$")
-_INSN = re.compile(r"^\s*/\*[0-9a-f]+\*/\s+\{?\s*(?:@!?U?P(?:T|\d+)\s+)?([A-Z][A-Z0-9_]*)((?:\.[A-Za-z0-9_]+)*)")
-
-
-def split_kernels(sass_text: str) -> dict[str, list[str]]:
-    """Kernel name -> its instruction lines (cuobjdump `Function :` or nvdisasm `.text.` sections)."""
-    out: dict[str, list[str]] = {}
-    cur = None
-    for ln in sass_text.splitlines():
-        m = _FUNC.match(ln)
-        if m:
-            cur = m.group(1) or m.group(2)
-            out.setdefault(cur, [])
-        elif cur is not None and _INSN.match(ln):
-            out[cur].append(ln)
-    return out
-
-
-def instruction_mix(sass_text: str, kernel: str | None = None) -> Counter:
-    """Opcode families ('HGMMA.64x128x16.F32.BF16' -> 'HGMMA', predicates dropped) over all
-    kernels, or the one whose name equals or contains `kernel`. FAMILIES are always present;
-    NOPs (alignment padding) are not counted."""
-    kernels = split_kernels(sass_text)
-    if kernel is not None:
-        pick = [k for k in kernels if k == kernel] or [k for k in kernels if kernel in k]
-        if not pick:
-            raise KeyError(f"no kernel matching {kernel!r}; kernels: {', '.join(kernels) or 'none'}")
-        lines = kernels[pick[0]]
-    else:
-        lines = [ln for ls in kernels.values() for ln in ls] or sass_text.splitlines()
-    c = Counter({f: 0 for f in FAMILIES})
-    for ln in lines:
-        m = _INSN.match(ln)
-        if m and m.group(1) != "NOP":
-            c[m.group(1)] += 1
-    return c
-
-
-def mix_diff(a: Counter | dict | str, b: Counter | dict | str) -> pd.DataFrame:
-    """Family, count in a, count in b, b - a: FAMILIES first, then the rest by |b - a|."""
-    a = instruction_mix(a) if isinstance(a, str) else Counter(a)
-    b = instruction_mix(b) if isinstance(b, str) else Counter(b)
-    fams = list(FAMILIES) + sorted((set(a) | set(b)) - set(FAMILIES), key=lambda f: (-abs(b[f] - a[f]), f))
-    return pd.DataFrame({"family": fams, "a": [a[f] for f in fams], "b": [b[f] for f in fams],
-                         "delta": [b[f] - a[f] for f in fams]})
-
-
-def ptx_mix(ptx_text: str) -> Counter:
-    """PTX instruction counts by opcode ('ld.global', 'st.shared', 'mma', 'wgmma', 'ex2', ...)."""
-    c: Counter = Counter()
-    for ln in ptx_text.splitlines():
-        t = ln.split("//")[0].strip()
-        t = re.sub(r"^@!?%\w+\s+", "", t)
-        if not t or t[0] in ".{}/" or t.endswith(":") or not t.endswith(";"):
-            continue
-        parts = t.split()[0].rstrip(";").split(".")
-        op = parts[0]
-        if op in ("ld", "st", "atom", "red", "cp") and len(parts) > 1:
-            op = f"{op}.{parts[1]}"
-        c[op] += 1
-    return c
-
-
-def ptxas_table(ptxas: list[dict] | str) -> pd.DataFrame:
-    """Registers, spills and stack per kernel from build.py's parsed list or `-Xptxas -v` text."""
-    if isinstance(ptxas, str):
-        from kernelseek.build import parse_ptxas
-        ptxas = parse_ptxas(ptxas)
-    return pd.DataFrame(ptxas)

@@ -13,8 +13,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-NOTEBOOKS_DIR = ROOT / "notebooks"
+from . import store
+from .paths import NOTEBOOKS, REPO
 REPORT_NOTEBOOKS = ("gap_triage", "bounds")
 KERNEL = "python3"
 
@@ -26,10 +26,10 @@ def execute(name: str, params: dict, out_dir, timeout: int = 300) -> Path:
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"{name}.ipynb"
     old = os.environ.get("PYTHONPATH")
-    os.environ["PYTHONPATH"] = os.pathsep.join([str(ROOT)] + ([old] if old else []))
+    os.environ["PYTHONPATH"] = os.pathsep.join([str(REPO)] + ([old] if old else []))
     try:
-        pm.execute_notebook(str(NOTEBOOKS_DIR / f"{name}.ipynb"), str(out), parameters=params,
-                            kernel_name=KERNEL, cwd=str(NOTEBOOKS_DIR), progress_bar=False,
+        pm.execute_notebook(str(NOTEBOOKS / f"{name}.ipynb"), str(out), parameters=params,
+                            kernel_name=KERNEL, cwd=str(NOTEBOOKS), progress_bar=False,
                             execution_timeout=timeout)
     finally:
         if old is None:
@@ -56,19 +56,19 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
            code: bool = True) -> list[Path]:
     """Execute and render the report notebooks for one run; returns the HTML files written."""
     run = Path(run).resolve()
-    if (run / "evals").is_dir():                     # a campaign: the latest evaluation vs the one before
-        from kernelseek.triage import campaign_evals
-        evs = campaign_evals(run)
+    campaign = store.Campaign(run)
+    if campaign.evals.is_dir():                      # a campaign: the latest evaluation vs the one before
+        evs = campaign.eval_dirs()
         if not evs:
             raise FileNotFoundError(f"{run}: no evaluations under evals/")
-        out_dir = out_dir or run / "notebooks"
+        out_dir = out_dir or campaign.notebooks
         if compare is None and len(evs) > 1:
             run, compare = evs[-2], evs[-1]
         else:
             run = evs[-1]
-    if not (run / "results.json").exists() and not (run.is_file() and run.suffix == ".json"):
+    if not store.is_run(run) and not (run.is_file() and run.suffix == ".json"):
         raise FileNotFoundError(f"{run}: no results.json (not a run directory)")
-    out_dir = Path(out_dir).resolve() if out_dir else (run if run.is_dir() else run.parent) / "notebooks"
+    out_dir = Path(out_dir).resolve() if out_dir else store.Run(run if run.is_dir() else run.parent).notebooks
     params = {"run": str(run), "compare": str(Path(compare).resolve()) if compare else None}
     out = []
     for name in notebooks:

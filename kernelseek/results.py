@@ -1,20 +1,20 @@
-"""The results table: one row per scenario, the run directory, save/load and the summary.
+"""The results table: one row per scenario, its summary, and saving and loading a run's rows.
 
 A row never hides a failure: the candidate's `status` is one of STATUSES with a `reason`; the
 baseline has its own fields, and a row without a usable baseline has speedup None and says why.
-Units are in the column names. `results.json` is the machine-readable record of one evaluation:
-    {"meta": {...}, "rows": [Row...], "summary": {...}}
+Units are in the column names. A run's results file is the machine-readable record of one evaluation,
+    {"meta": {...}, "rows": [Row...], "summary": {...}};
+kernelseek.store owns the run folder and writes and reads that file; this module owns what is in it.
 """
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
-import os
-import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from . import store
 
 STATUSES = ("passed", "failed", "error", "timeout", "refused", "skipped")
 
@@ -96,62 +96,50 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
     }
 
 
-# ---- run directory ---------------------------------------------------------------------------
-def new_run_dir(root: str | Path = "runs", tag: str = "") -> Path:
-    """runs/<UTC time>-<tag>[-n]; never reuses a directory (runs are append-only)."""
-    root = Path(root)
-    root.mkdir(parents=True, exist_ok=True)
-    base = time.strftime("%Y%m%d-%H%M%S", time.gmtime()) + (f"-{tag}" if tag else "")
-    for i in range(1000):
-        p = root / (base if i == 0 else f"{base}-{i}")
-        try:
-            p.mkdir()
-            return p
-        except FileExistsError:
-            continue
-    raise RuntimeError(f"cannot create a new run directory under {root}")
+# ---- a run's results (the folder and its file names belong to kernelseek.store) --------------------
+new_run_dir = store.new_run_dir
 
 
 def save(run_dir: str | Path, rows: list[Row], meta: dict) -> Path:
-    """Write results.json (atomically) and, when pandas and pyarrow exist, results.parquet."""
-    run_dir = Path(run_dir)
-    doc = {"meta": meta, "rows": [dataclasses.asdict(r) for r in rows], "summary": summarize(rows)}
-    tmp = run_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(doc, indent=1, default=_jsonable))
-    os.replace(tmp, run_dir / "results.json")
+    """Write the run's results (atomically) and, when pandas and pyarrow exist, the parquet copy."""
+    run = store.Run(run_dir, meta, [dataclasses.asdict(r) for r in rows], summarize(rows))
+    path = run.save()
     try:
-        to_frame(rows).to_parquet(run_dir / "results.parquet")
+        to_frame(rows).to_parquet(run.parquet_file)
     except Exception:  # parquet is a convenience copy; results.json is the record
         pass
-    return run_dir / "results.json"
-
-
-def _jsonable(x):
-    """numpy/torch scalars as numbers; anything else as its string (NaN floats are written as NaN)."""
-    if hasattr(x, "item"):
-        return x.item()
-    return str(x)
+    return path
 
 
 def load(path: str | Path) -> tuple[list[Row], dict]:
-    """Rows and meta from a run directory or a results.json; errors name the file."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / "results.json"
-    try:
-        doc = json.loads(p.read_text())
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p}: no results file") from None
-    except json.JSONDecodeError as e:
-        raise ValueError(f"{p}: not valid JSON ({e})") from None
-    if not isinstance(doc, dict) or "rows" not in doc:
-        raise ValueError(f"{p}: field 'rows' missing: not a KernelSeek results file")
-    rows = []
-    for i, d in enumerate(doc["rows"]):
-        if not isinstance(d, dict) or "scenario" not in d:
-            raise ValueError(f"{p}: rows[{i}] has no field 'scenario'")
-        rows.append(Row.from_dict(d))
-    return rows, doc.get("meta", {})
+    """Rows and meta from a run directory or a results.json; errors name the file and field (a row's
+    field of the wrong type too: row_problem)."""
+    run = store.Run.load(path)
+    for i, d in enumerate(run.rows):
+        problem = row_problem(d)
+        if problem:
+            raise ValueError(f"{store.results_file(path)}: rows[{i}] ({d.get('scenario')}): {problem}")
+    return [Row.from_dict(d) for d in run.rows], run.meta
+
+
+_KINDS = {"str": (str,), "int": (int,), "float": (int, float), "bool": (bool,), "dict": (dict,)}
+
+
+def row_problem(d: dict) -> str | None:
+    """What is wrong with a row read from a results file (a field of the wrong type, an unknown
+    status), or None. Fields Row does not know are ignored, as Row.from_dict ignores them."""
+    for f in dataclasses.fields(Row):
+        if f.name not in d:
+            continue
+        v, kinds = d[f.name], [k.strip() for k in str(f.type).split("|")]
+        if v is None and "None" in kinds:
+            continue
+        ok = any(isinstance(v, _KINDS[k]) and not (k != "bool" and isinstance(v, bool)) for k in kinds if k in _KINDS)
+        if not ok:
+            return f"field '{f.name}' is {v!r}, expected {' or '.join(kinds)}"
+    if d.get("status", "error") not in STATUSES:
+        return f"field 'status' is {d['status']!r}, expected one of {', '.join(STATUSES)}"
+    return None
 
 
 def to_frame(rows: list[Row]):

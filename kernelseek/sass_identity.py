@@ -1,8 +1,8 @@
 """Per-kernel SASS identity of two builds: is every kernel the same machine code, up to names and addresses?
 
-    python -m kernelseek.sass_identity OLD NEW            # a table, one row per kernel; exit 0 when all match
-    python -m kernelseek.sass_identity OLD NEW --diff fwd_kernel<__nv_bfloat16, 128   # + the listing diff
-    python -m kernelseek.sass_identity BUILD.so --write REF.json [--drop REGEX ...]    # a reference file
+    python tools/sass_identity.py OLD NEW            # a table, one row per kernel; exit 0 when all match
+    python tools/sass_identity.py OLD NEW --diff fwd_kernel<__nv_bfloat16, 128   # + the listing diff
+    python tools/sass_identity.py BUILD.so --write REF.json [--drop REGEX ...]    # a reference file
 
 OLD and NEW are each a built .so / .cubin, or a reference .json written by --write. A kernel's listing
 comes from `cuobjdump -sass`; it is normalised before hashing: instruction addresses dropped, branch
@@ -17,17 +17,15 @@ are compared beside the hash.
 """
 from __future__ import annotations
 
-import argparse
-import difflib
 import hashlib
 import json
 import re
 import subprocess
-import sys
 from pathlib import Path
 
 from .build import demangle
-from .profile import _need, sass
+from .cudatools import need_tool as _need
+from .sass import sass
 
 _FUNC = re.compile(r"^\s*Function\s*:\s*(\S+)\s*$")
 _INSN = re.compile(r"^\s*/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;?\s*/\*\s*(0x[0-9a-f]+)\s*\*/\s*$")
@@ -156,38 +154,3 @@ def write_reference(build: str | Path, out: str | Path, drop: list[str] = (), no
            "dropped": sorted(set(recs) - set(kept)), "kernels": kept}
     Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc
-
-
-def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m kernelseek.sass_identity", description=__doc__.split("\n")[0])
-    ap.add_argument("old", help="a built .so/.cubin, or a reference .json")
-    ap.add_argument("new", nargs="?", help="the build to compare with OLD")
-    ap.add_argument("--diff", action="append", default=[], help="print the normalised listing diff of the "
-                    "kernels whose key contains this text (both sides must be builds)")
-    ap.add_argument("--write", help="write OLD's records to this .json (no comparison)")
-    ap.add_argument("--drop", action="append", default=[], help="with --write: leave out keys matching this regex")
-    ap.add_argument("--note", default="", help="with --write: a note stored in the file")
-    ap.add_argument("--flags", default="", help="with --write: the nvcc flags of the build, stored")
-    ap.add_argument("--nvcc", default="", help="with --write: the nvcc version line, stored")
-    a = ap.parse_args(argv)
-    if a.write:
-        doc = write_reference(a.old, a.write, a.drop, a.note, a.flags, a.nvcc)
-        print(f"wrote {a.write}: {len(doc['kernels'])} kernels ({len(doc['dropped'])} dropped)")
-        return 0
-    if not a.new:
-        ap.error("NEW is required unless --write is given")
-    old, new = records(a.old), records(a.new)
-    rows = compare(old, new)
-    print(table(rows))
-    for pat in a.diff:
-        for k in sorted(k for k in set(old) & set(new) if pat in k):
-            if "lines" not in old[k] or "lines" not in new[k]:
-                print(f"--diff {pat}: {k}: a reference .json has no listing; compare two builds")
-                continue
-            print(f"=== {k}")
-            print("\n".join(difflib.unified_diff(old[k]["lines"], new[k]["lines"], "old", "new", n=2, lineterm="")))
-    return 0 if all(r["status"] == "same" for r in rows) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

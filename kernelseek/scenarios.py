@@ -18,7 +18,9 @@ from typing import Any
 import numpy as np
 import yaml
 
-GRID_DIR = Path(__file__).parent / "grids"
+from .paths import GRIDS
+
+GRID_DIR = GRIDS
 DTYPES = ("bf16", "fp16", "fp8")
 DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 
@@ -333,15 +335,15 @@ def grid_path(name_or_path: str | Path) -> Path:
     if cand.exists():
         return cand
     known = sorted(x.stem for x in GRID_DIR.glob("*.yaml"))
-    raise GridError(f"grid '{name_or_path}': no such file (built-in grids: {', '.join(known)})")
+    raise GridError(f"grid '{name_or_path}': no such grid (built-in: {', '.join(known)}; else a .yaml file)")
 
 
 def load_grid(name_or_path: str | Path) -> list[Scenario]:
     """Scenarios of a grid, in file order; names are unique."""
     path = grid_path(name_or_path)
     try:
-        doc = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as e:
+        doc = yaml.safe_load(path.read_text(encoding="utf-8"))
+    except (yaml.YAMLError, UnicodeDecodeError) as e:
         raise GridError(f"{path}: not valid YAML: {e}") from None
     if not isinstance(doc, dict):
         raise GridError(f"{path}: top level must be a mapping with 'scenarios' and/or 'generate'")

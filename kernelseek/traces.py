@@ -29,11 +29,10 @@ import time
 from pathlib import Path
 from typing import Iterable
 
+from . import store
 from .redact import SECRET_NAME, SECRET_PATTERNS, Redactor  # noqa: F401  (re-exported)
 
-TRACE = "trace.jsonl"
-
-
+TRACE = store.TRACE
 def utc(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
 
@@ -72,9 +71,7 @@ class TraceWriter:
 
 def read(path) -> list[dict]:
     """Every well-formed event of a trace file (a torn or foreign line is skipped)."""
-    p = Path(path)
-    if p.is_dir():
-        p = p / TRACE
+    p = store.trace_file(path)
     out = []
     if not p.exists():
         return out

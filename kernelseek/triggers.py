@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from . import store
+
 DEFAULT_NOISE = 0.03      # relative run-to-run noise assumed when the analysis has not measured it
 PLATEAU_EVALS = 5         # evaluations without a gain above the noise
 DEFAULT_JUMP = 1.5        # a row at >= 1.5x its previous speedup is suspicious
@@ -59,7 +61,7 @@ class Evaluation:
         """From a run directory: time from meta `time` (epoch seconds) or the file's mtime."""
         from .results import load
         p = Path(path)
-        res = p / "results.json" if p.is_dir() else p
+        res = store.results_file(p)
         rows, meta = load(res)
         t = meta.get("time")
         if not isinstance(t, (int, float)):
@@ -85,10 +87,9 @@ class History:
 
     @classmethod
     def from_campaign(cls, path, messages=(), noise: float | None = None) -> "History":
-        """Evaluations of a campaign, in order: those its loop recorded in the ledger (kernelseek.ledger);
-        a results file without a ledger entry, or changed since, is left out."""
-        from .ledger import evaluations
-        return cls([Evaluation.from_run(d) for d in evaluations(path)], list(messages), noise)
+        """Evaluations of a campaign, in order (store.Campaign.eval_dirs)."""
+        dirs = store.campaign_evals(path)
+        return cls([Evaluation.from_run(d) for d in dirs], list(messages), noise)
 
 
 @dataclass

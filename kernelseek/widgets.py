@@ -14,7 +14,7 @@ import io
 import time
 from pathlib import Path
 
-from kernelseek import bank, bounds, inbox, plots, results, traces, triage, triggers
+from kernelseek import bank, bounds, inbox, plots, results, store, traces, triage, triggers
 
 MAX_SHOWN = 60            # bank entries listed at once (the filter narrows them)
 TABLE_COLUMNS = ["row", "scenario", "status", "time_ms", "baseline", "baseline_ms", "speedup", "err_ratio", "reason"]
@@ -30,13 +30,7 @@ def _now() -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
 
 
-def list_campaigns(root) -> list[Path]:
-    """Campaign directories under `root` (those with evals/ or config.json), newest first."""
-    root = Path(root)
-    if not root.is_dir():
-        return []
-    found = [p for p in root.iterdir() if (p / "evals").is_dir() or (p / "config.json").exists()]
-    return sorted(found, key=lambda p: p.stat().st_mtime, reverse=True)
+list_campaigns = store.list_campaigns    # campaign directories under a root, newest first
 
 
 class Console:
@@ -71,8 +65,8 @@ class Console:
         """Reload the latest evaluation, its triage, bounds, the timeline and the triggers.
 
         With force False, only when an evaluation landed or changed; returns whether it reloaded."""
-        evs = triage.campaign_evals(self.campaign)
-        sig = [(p.name, (p / "results.json").stat().st_mtime_ns) for p in evs]
+        evs = store.campaign_evals(self.campaign)
+        sig = [(p.name, store.results_file(p).stat().st_mtime_ns) for p in evs]
         if not force and sig == self._sig:
             return False
         if not evs:

@@ -161,62 +161,105 @@ def _meta() -> dict:
     return d
 
 
-def _scenario(req: dict) -> dict:
-    import torch
-    from . import abi, baselines, timing
-    from .check import check_output
-    from .inputs import alloc_outputs, make_inputs
-    from .reference import attention_ref
-    from .scenarios import Scenario
+class _Job:
+    """One scenario request being served: the scenario, its seeded inputs, both references (made
+    here, as the first two steps), and the phase clock (seconds per step, each step ending on a
+    device-wide synchronize)."""
 
-    sd = dict(req["scenario"])
-    for k in ("seqlens_q", "seqlens_k", "cache_seqlens", "leftpad", "window"):
-        if sd.get(k) is not None:
-            sd[k] = tuple(sd[k])
-    s = Scenario(**sd)
-    seed = int(req.get("seed", 0))
-    check_only = bool(req.get("check_only"))
-    dev = "cuda"
-    torch.cuda.synchronize()
-    t0 = time.perf_counter()
-    phases: dict[str, float] = {}
+    def __init__(self, req: dict):
+        import torch
+        from .reference import attention_ref
+        from .scenarios import Scenario
+        sd = dict(req["scenario"])
+        for k in ("seqlens_q", "seqlens_k", "cache_seqlens", "leftpad", "window"):
+            if sd.get(k) is not None:
+                sd[k] = tuple(sd[k])
+        self.s = Scenario(**sd)
+        self.seed = int(req.get("seed", 0))
+        self.check_only = bool(req.get("check_only"))
+        self.budget_s = float(req.get("budget_s", 0.4))
+        self.phases: dict[str, float] = {}
+        torch.cuda.synchronize()
+        self._t0 = time.perf_counter()
+        self.inp = self.inputs(self.seed)
+        self.mark("inputs")
+        self.ref32, self.reflp = attention_ref(self.s, self.inp, "fp32"), attention_ref(self.s, self.inp, "lowp")
+        self.mark("reference")
 
-    def mark(name):
-        nonlocal t0
+    def inputs(self, seed: int):
+        from .inputs import make_inputs
+        return make_inputs(self.s, seed, device="cuda", gen_device="cuda")
+
+    def mark(self, name: str) -> None:
+        """Close the step `name`: synchronize the device and add the elapsed time to phases[name]."""
+        import torch
         torch.cuda.synchronize()
         t1 = time.perf_counter()
-        phases[name] = phases.get(name, 0.0) + (t1 - t0)
-        t0 = t1
+        self.phases[name] = self.phases.get(name, 0.0) + (t1 - self._t0)
+        self._t0 = t1
 
-    inp = make_inputs(s, seed, device=dev, gen_device=dev)
-    mark("inputs")
-    ref32 = attention_ref(s, inp, "fp32")
-    reflp = attention_ref(s, inp, "lowp")
-    mark("reference")
-    out: dict = {"status": "passed", "reason": "", "phases_s": phases, "baselines": {}}
 
-    # ---- candidate: poisoned outputs, one checked call ----
-    lib = None
-    if req.get("kernel_so"):
-        lib = abi.load(req["kernel_so"])
-        o, lse = alloc_outputs(s, inp)
-        ws = _workspace(lib, abi, s, inp, o, lse)
-        rc = lib.fwd(abi.make_params(s, inp, o, lse, ws), torch.cuda.current_stream().cuda_stream)
-        torch.cuda.synchronize()                           # device-wide: other streams count too
-        if rc != 0:
-            out.update(status="error", reason=f"kernel returned status {rc} ({abi.STATUS.get(rc, '?')})")
-        else:
-            c = check_output(s, o, lse, ref32, reflp)
-            out.update(max_err=c.max_err, ref_err=c.ref_err, err_bound=c.err_bound, err_ratio=c.err_ratio,
-                       lse_err=c.lse_err)
-            if not c.passed:
-                out.update(status="failed", reason=c.reason)
-        del o, lse
-        mark("candidate_check")
+def _scenario(req: dict) -> dict:
+    """One scenario, top to bottom: inputs and references -> the candidate's checked call -> each
+    baseline's checked call -> timing, candidate and baselines interleaved on fresh input sets ->
+    the last timed call checked again with inputs changed in place -> the fields of a results Row."""
+    from . import timing
+    job = _Job(req)                                     # the scenario, seeded inputs, references
+    out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
+    lib = _check_candidate(job, req["kernel_so"], out) if req.get("kernel_so") else None
+    bound = _check_baselines(job, req.get("baseline") or "best", req.get("stand_in", True), out)
+    if job.check_only or out["status"] != "passed" and not bound:
+        return out
+    sets = [job.inputs(job.seed + 1 + i) for i in range(timing.sets_needed(job.s.min_bytes()))]
+    launches = _candidate_launches(job, lib, sets) if lib is not None and out["status"] == "passed" else []
+    impls = _timed_impls(job, launches, bound, sets, out)
+    job.mark("timing_setup")
+    res = timing.time_interleaved(impls, len(sets), budget_s=job.budget_s)
+    job.mark("timing")
+    if launches:
+        _recheck_last_call(job, sets[0], launches[0], out)
+        _check_accounting(res.get("candidate"), out)
+        job.mark("last_call_check")
+    for name, t in res.items():
+        (out if name == "candidate" else out["baselines"][name]).update(t.as_dict())
+    return out
 
-    # ---- baselines: each checked like a candidate ----
-    picked, skipped = ([], ["check only: no baselines"]) if check_only else baselines.choose(req.get("baseline") or "best", s)
-    stand = baselines.stand_in_for(s) if not check_only and req.get("stand_in", True) else None
+
+def _check_candidate(job: _Job, kernel_so: str, out: dict):
+    """The candidate's checked call: poisoned outputs, one launch, the check. Returns the library."""
+    import torch
+    from . import abi
+    from .check import check_output
+    from .inputs import alloc_outputs
+    lib = abi.load(kernel_so)
+    o, lse = alloc_outputs(job.s, job.inp)
+    try:
+        abi.launch(lib, job.s, job.inp, o, lse)
+        failure = None
+    except abi.LaunchError as e:
+        failure = str(e)
+    torch.cuda.synchronize()                           # device-wide: other streams count too
+    if failure:
+        out.update(status="error", reason=failure)
+    else:
+        c = check_output(job.s, o, lse, job.ref32, job.reflp)
+        out.update(max_err=c.max_err, ref_err=c.ref_err, err_bound=c.err_bound, err_ratio=c.err_ratio,
+                   lse_err=c.lse_err)
+        if not c.passed:
+            out.update(status="failed", reason=c.reason)
+    del o, lse
+    job.mark("candidate_check")
+    return lib
+
+
+def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
+    """Each baseline chosen for `spec`, checked like the candidate; {name: adapter} of those that passed."""
+    import torch
+    from . import baselines
+    from .check import check_output
+    s = job.s
+    picked, skipped = ([], ["check only: no baselines"]) if job.check_only else baselines.choose(spec, s)
+    stand = baselines.stand_in_for(s) if not job.check_only and stand_in else None
     if stand is not None:
         picked.append(stand)                                # labeled: not the same work
     out["baselines_skipped"] = skipped
@@ -224,11 +267,11 @@ def _scenario(req: dict) -> dict:
     for b in picked:
         rec = {"version": _safe(b.version)}
         try:
-            bb = b.bind(s, inp)
+            bb = b.bind(s, job.inp)
             raw = bb.call()
             torch.cuda.synchronize()
             bo, blse = bb.result(raw)
-            c = check_output(s, bo, None, ref32, reflp)
+            c = check_output(s, bo, None, job.ref32, job.reflp)
             rec.update(status="passed" if c.passed else "failed", reason=c.reason, err_ratio=c.err_ratio)
             if c.passed:
                 bound[b.name] = b
@@ -236,87 +279,73 @@ def _scenario(req: dict) -> dict:
             rec.update(status="error", reason=f"{type(e).__name__}: {str(e)[:300]}")
             torch.cuda.synchronize()
         out["baselines"][b.name] = rec
-    mark("baseline_check")
-    if check_only or out["status"] != "passed" and not bound:
-        return out
+    job.mark("baseline_check")
+    return bound
 
-    # ---- timing: fresh input sets, rotated; candidate and baselines interleaved ----
-    n_sets = timing.sets_needed(s.min_bytes())
-    sets = [make_inputs(s, seed + 1 + i, device=dev, gen_device=dev) for i in range(n_sets)]
+
+def _candidate_launches(job: _Job, lib, sets: list) -> list:
+    """One prepared launch per timing input set (fresh outputs and workspace each)."""
+    from . import abi
+    from .inputs import alloc_outputs
+    return [abi.Launch(lib, job.s, st, *alloc_outputs(job.s, st)) for st in sets]
+
+
+def _timed_impls(job: _Job, launches: list, bound: dict, sets: list, out: dict) -> dict:
+    """{name: call(i) on input set i}: the candidate (when it passed) and each baseline that passed."""
     impls = {}
-    cand_outs = []
-    if lib is not None and out["status"] == "passed":
-        for st in sets:
-            o, lse = alloc_outputs(s, st)
-            ws = _workspace(lib, abi, s, st, o, lse)
-            cand_outs.append((o, lse, abi.make_params(s, st, o, lse, ws), ws))
-        stream = torch.cuda.current_stream().cuda_stream
-
-        def cand(i):
-            rc = lib.fwd(cand_outs[i][2], stream)
-            if rc != 0:
-                raise RuntimeError(f"kernel returned status {rc} during timing")
-        impls["candidate"] = cand
+    if launches:
+        impls["candidate"] = lambda i: launches[i]("during timing")
     for name, b in bound.items():
         try:
-            calls = [b.bind(s, st).call for st in sets]
+            calls = [b.bind(job.s, st).call for st in sets]
             impls[name] = (lambda cs: (lambda i: cs[i]()))(calls)
         except Exception as e:
             out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
-    mark("timing_setup")
-    res = timing.time_interleaved(impls, n_sets, budget_s=float(req.get("budget_s", 0.4)))
-    mark("timing")
-    if cand_outs:
-        # Same pointers, new values: a kernel that caches results by pointer or shape, or skips
-        # work after its first call, now returns stale numbers (the check sees them).
-        fresh = make_inputs(s, seed + 10_000, device=dev, gen_device=dev)
-        for name in ("q", "k", "v", "sinks", "q_descale", "k_descale", "v_descale"):
-            dst = getattr(sets[0], name, None)
-            if dst is not None:
-                dst.copy_(getattr(fresh, name))
-        del fresh
-        o0, lse0 = cand_outs[0][0], cand_outs[0][1]
-        # finite but wrong values (not NaN: a kernel must not recognize a checked call by its poison)
-        o0.copy_(torch.rand_like(o0, dtype=torch.float32).mul_(4).sub_(2).to(o0.dtype))
-        if lse0 is not None:
-            lse0.uniform_(-3.0, 3.0)
-        impls["candidate"](0)
-        torch.cuda.synchronize()
-        r32 = attention_ref(s, sets[0], "fp32")
-        rlp = attention_ref(s, sets[0], "lowp")
-        c = check_output(s, o0, lse0, r32, rlp)
-        if not c.passed:
-            _fail(out, "after timing, with the inputs changed in place (same pointers), "
-                       f"the output is wrong (stale or skipped work?): {c.reason}")
-        t = res.get("candidate")
-        if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
-            _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
-                       f"is idle, but {t.time_ms:.4f} ms on the stream's events")
-        elif t and t.kernel_ms is None:
-            _fail(out, "the profiler saw no kernel time for the candidate: its work cannot be accounted for")
-        elif t and t.kernel_ms > 1.25 * t.time_ms + 0.005:
-            _fail(out, f"work escapes the timed stream: the kernels' device time "
-                                                f"{t.kernel_ms:.4f} ms per call exceeds the per-call time "
-                                                f"{t.time_ms:.4f} ms measured on the stream")
-        mark("last_call_check")
-    for name, t in res.items():
-        if name == "candidate":
-            out.update(t.as_dict())
-        else:
-            out["baselines"][name].update(t.as_dict())
-    return out
+    return impls
+
+
+def _recheck_last_call(job: _Job, inp, launch, out: dict) -> None:
+    """Same pointers, new values: a kernel that caches results by pointer or shape, or skips work
+    after its first call, now returns stale numbers (the check sees them)."""
+    import torch
+    from .check import check_output
+    from .reference import attention_ref
+    fresh = job.inputs(job.seed + 10_000)
+    for name in ("q", "k", "v", "sinks", "q_descale", "k_descale", "v_descale"):
+        dst = getattr(inp, name, None)
+        if dst is not None:
+            dst.copy_(getattr(fresh, name))
+    del fresh
+    o, lse = launch.o, launch.lse
+    # finite but wrong values (not NaN: a kernel must not recognize a checked call by its poison)
+    o.copy_(torch.rand_like(o, dtype=torch.float32).mul_(4).sub_(2).to(o.dtype))
+    if lse is not None:
+        lse.uniform_(-3.0, 3.0)
+    launch("during timing")
+    torch.cuda.synchronize()
+    c = check_output(job.s, o, lse, attention_ref(job.s, inp, "fp32"), attention_ref(job.s, inp, "lowp"))
+    if not c.passed:
+        _fail(out, "after timing, with the inputs changed in place (same pointers), "
+                   f"the output is wrong (stale or skipped work?): {c.reason}")
+
+
+def _check_accounting(t, out: dict) -> None:
+    """The candidate's timed work must be on the timed stream and seen by the profiler."""
+    if t and t.sync_ms > 1.5 * t.time_ms + 0.05:
+        _fail(out, f"work escapes the timed stream: per call {t.sync_ms:.4f} ms until the whole device "
+                   f"is idle, but {t.time_ms:.4f} ms on the stream's events")
+    elif t and t.kernel_ms is None:
+        _fail(out, "the profiler saw no kernel time for the candidate: its work cannot be accounted for")
+    elif t and t.kernel_ms > 1.25 * t.time_ms + 0.005:
+        _fail(out, f"work escapes the timed stream: the kernels' device time "
+                   f"{t.kernel_ms:.4f} ms per call exceeds the per-call time "
+                   f"{t.time_ms:.4f} ms measured on the stream")
 
 
 def _fail(out: dict, reason: str) -> None:
     """Mark the candidate failed, keeping every reason found (the first is the most specific)."""
     out["reason"] = f"{out['reason']}; {reason}" if out.get("status") == "failed" and out.get("reason") else reason
     out["status"] = "failed"
-
-
-def _workspace(lib, abi, s, inp, o, lse):
-    import torch
-    n = lib.workspace_bytes(abi.make_params(s, inp, o, lse))
-    return torch.empty(max(int(n), 16), dtype=torch.uint8, device=o.device)
 
 
 def _safe(fn):

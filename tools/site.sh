@@ -8,3 +8,4 @@ fi
 [ -f /root/fa4/pythonpath ] && export PYTHONPATH=$PYTHONPATH:$(cat /root/fa4/pythonpath)
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
+[ -f .fa3/_vllm_fa3_C.abi3.so.xz ] && bash tools/fa3.sh stage >/dev/null   # FA3 for the fa3 baseline, if carried

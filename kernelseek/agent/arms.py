@@ -50,14 +50,11 @@ class Human(Arm):
 
 
 def full_evals(paths, cfg) -> list:
-    """Run directories of the full, timed evaluations the loop recorded in the ledger (what the triggers
-    and the goal look at)."""
-    import json
-
-    from ..ledger import evaluations
+    """Run directories of the full, timed evaluations (what the triggers and the goal look at)."""
+    from ..store import read_meta
     out = []
-    for d in evaluations(paths.root):
-        meta = json.loads((d / "results.json").read_text()).get("meta", {})
+    for d in paths.eval_dirs():
+        meta = read_meta(d)
         if not meta.get("check_only") and meta.get("scenarios_filter") == cfg.scenarios:
             out.append(d)
     return out

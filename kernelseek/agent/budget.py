@@ -14,7 +14,9 @@ from pathlib import Path
 
 import yaml
 
-PRICES_FILE = Path(__file__).resolve().parent.parent.parent / "data" / "prices.yaml"
+from ..paths import PRICES
+
+PRICES_FILE = PRICES
 PRICE_KEYS = ("input", "output", "cache_write", "cache_read")
 USAGE_KEYS = ("input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")
 

@@ -1,4 +1,4 @@
-"""A campaign's configuration (config.json) and the layout of its directory.
+"""A campaign's configuration and the layout of its directory (the layout: kernelseek.store).
 
     campaigns/<id>/
       config.json      this Config
@@ -20,9 +20,10 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..paths import KSEEK_H
+from ..store import Campaign
 from .budget import Budget
 
-REPO = Path(__file__).resolve().parent.parent.parent
 ARMS = ("bare", "bank", "human", "equipped")
 DEFAULT_MODEL = "claude-opus-4-5"
 
@@ -99,25 +100,11 @@ class Config:
 
 
 @dataclass
-class Paths:
-    root: Path
+class Paths(Campaign):
+    """The campaign folder (kernelseek.store.Campaign) with its root made absolute for the loop."""
 
     def __post_init__(self):
         self.root = Path(self.root).resolve()
-
-    config = property(lambda s: s.root / "config.json")
-    goal = property(lambda s: s.root / "goal.yaml")
-    trace = property(lambda s: s.root / "trace.jsonl")
-    inbox = property(lambda s: s.root / "inbox.jsonl")
-    workspace = property(lambda s: s.root / "workspace")
-    versions = property(lambda s: s.root / "versions")
-    evals = property(lambda s: s.root / "evals")
-    notebooks = property(lambda s: s.root / "notebooks")
-
-    def eval_dirs(self) -> list[Path]:
-        ev = self.evals
-        ds = [d for d in ev.iterdir() if d.name.isdigit() and (d / "results.json").is_file()] if ev.is_dir() else []
-        return sorted(ds, key=lambda d: int(d.name))
 
 
 def new_campaign_id(cfg: Config) -> str:
@@ -136,9 +123,8 @@ def create(cfg: Config, root) -> Paths:
     for d in (p.workspace, p.versions, p.evals, p.notebooks):
         d.mkdir(parents=True, exist_ok=True)
     copy_kernel(src, p.workspace, whole_folder=True)
-    hdr = REPO / "kernels" / "kseek.h"
-    if hdr.is_file() and not (p.workspace / "kseek.h").exists():
-        shutil.copyfile(hdr, p.workspace / "kseek.h")
+    if KSEEK_H.is_file() and not (p.workspace / KSEEK_H.name).exists():
+        shutil.copyfile(KSEEK_H, p.workspace / KSEEK_H.name)
     from ..goal import DEFAULT_GOAL_FILE, load_goal
     goal_src = Path(cfg.goal) if cfg.goal else DEFAULT_GOAL_FILE
     load_goal(goal_src if goal_src.is_file() else None)        # refuse a broken goal up front
@@ -150,7 +136,4 @@ def create(cfg: Config, root) -> Paths:
 
 def load(root) -> tuple[Config, Paths]:
     p = Paths(root)
-    try:
-        return Config.from_dict(json.loads(p.config.read_text())), p
-    except FileNotFoundError:
-        raise FileNotFoundError(f"{p.root}: no config.json: not a campaign directory") from None
+    return Config.from_dict(p.read_config()), p

@@ -16,9 +16,10 @@ from pathlib import Path
 import pandas as pd
 
 from ..kernel_source import closure, entry_file
+from ..paths import AGENT_NOTES
 from .tools import version_path
 
-NOTES_FILE = Path(__file__).resolve().parent / "notes.md"
+NOTES_FILE = AGENT_NOTES
 
 # bottleneck label -> the fixed menu, in order of preference (16 optimizations in all)
 MENU = {

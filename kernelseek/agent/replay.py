@@ -11,11 +11,11 @@ run directories, or folders of numbered run directories (a campaign's evals/, in
 """
 from __future__ import annotations
 
-import json
 import time
 from pathlib import Path
 
 from .. import results as R
+from .. import store
 from ..goal import sha256_file
 
 
@@ -24,12 +24,11 @@ def expand(sources) -> list[Path]:
     out: list[Path] = []
     for s in sources:
         p = Path(s)
-        if (p / "results.json").is_file():
+        if store.is_run(p):
             out.append(p)
             continue
-        base = p / "evals" if (p / "evals").is_dir() else p
-        runs = sorted((d for d in base.iterdir() if d.name.isdigit() and (d / "results.json").is_file()),
-                      key=lambda d: int(d.name)) if base.is_dir() else []
+        evals = store.Campaign(p).evals
+        runs = store.numbered_runs(evals if evals.is_dir() else p)    # a campaign, or its evals/
         if not runs:
             raise FileNotFoundError(f"replay source {p}: no results.json and no numbered run directories")
         out.extend(runs)
@@ -48,7 +47,7 @@ class Replay:
                  runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
                  command: str = "", confine: bool = False):          # confine: nothing runs, nothing to confine
         root = Path(runs_dir)
-        k = sum(1 for d in root.iterdir() if d.name.isdigit()) if root.is_dir() else 0
+        k = store.next_number(root)
         src = self.sources[min(k, len(self.sources) - 1)]
         rows, meta = R.load(src)
         kpath = Path(kernel)
@@ -62,8 +61,8 @@ class Replay:
                     command=command or f"replay {src}")
         run = R.new_run_dir(root, kpath.stem)
         R.save(run, rows, meta)
-        (run / "results.parquet").unlink(missing_ok=True)
-        (run / "meta.json").write_text(json.dumps(meta, indent=1, default=str))
+        store.Run(run).parquet_file.unlink(missing_ok=True)
+        store.write_meta(run, meta)
         return run, rows, meta
 
 

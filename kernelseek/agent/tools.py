@@ -5,12 +5,11 @@
 versions/<sha256>.cu (versions/<sha256>/ for a kernel with local headers or a folder), runs the
 campaign's evaluator into evals/<n>/ (confined when the sandbox is: the candidate's build and worker
 under bubblewrap), records the results' digest for the ledger (the loop writes it into the trace's
-`evaluation` event), and returns the results table and summary with the goal verdict; `restore` puts
-any evaluated version back.
+`evaluation` event; store judges only evaluations recorded there), and returns the results table and
+summary with the goal verdict; `restore` puts any evaluated version back.
 """
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -21,6 +20,7 @@ from pathlib import Path
 from .. import ledger
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
+from ..store import is_run, read_meta
 from .config import Config, Paths
 from .sandbox import Sandbox, SandboxError, cap, scrubbed_environ
 
@@ -161,7 +161,7 @@ class Toolbox:
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
-        n = max([int(d.name) for d in evals.iterdir() if d.name.isdigit()] + [-1]) + 1
+        n = self.paths.next_eval_number()
         filt = scenarios or self.cfg.scenarios
         t0 = time.monotonic()
         try:
@@ -173,12 +173,12 @@ class Toolbox:
                             f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
         except (GridError, FileNotFoundError, ValueError) as e:
             return f"evaluation could not run: {e}"
-        dest = evals / str(n)
+        dest = self.paths.eval_dir(n)
         os.replace(run, dest)
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
         rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
-                         time.monotonic() - t0, verdict, ledger.record(dest)[ledger.DIGEST])
+                         time.monotonic() - t0, verdict, ledger.digest(dest))
         self.last_eval = rec
         return rec
 
@@ -199,9 +199,9 @@ class Toolbox:
 
     def verdict(self):
         """The goal verdict on the latest full evaluation the loop recorded in the ledger (stale if the
-        kernel changed since); results files without a ledger entry are never judged."""
-        for d in reversed(ledger.evaluations(self.paths.root)):
-            meta = json.loads((d / "results.json").read_text()).get("meta", {})
+        kernel changed since): Paths.eval_dirs() lists only those (store, kernelseek.ledger)."""
+        for d in reversed(self.paths.eval_dirs()):
+            meta = read_meta(d)
             if not meta.get("check_only") and meta.get("scenarios_filter") == self.cfg.scenarios:
                 return judge_run(d, self.goal, kernel=self.kernel)
         return None
@@ -214,19 +214,18 @@ def save_version(paths: Paths, kernel: Path) -> str:
     sha = sha256_file(kernel)
     paths.versions.mkdir(exist_ok=True)
     if is_lone_file(kernel):
-        if not (paths.versions / f"{sha}.cu").exists():
-            shutil.copyfile(kernel, paths.versions / f"{sha}.cu")
-    elif not (paths.versions / sha).exists():
+        if not paths.version_file(sha).exists():
+            shutil.copyfile(kernel, paths.version_file(sha))
+    elif not paths.version_dir(sha).exists():
         tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{sha[:12]}-", dir=paths.versions))
         copy_kernel(kernel, tmp)
-        os.replace(tmp, paths.versions / sha)
+        os.replace(tmp, paths.version_dir(sha))
     return sha
 
 
 def version_path(paths: Paths, sha: str, kernel_name: str) -> Path:
     """A kept version, as the harness builds it: versions/<sha>.cu, or the kernel in versions/<sha>/."""
-    one = paths.versions / f"{sha}.cu"
-    return one if one.is_file() else paths.versions / sha / kernel_name
+    return paths.version_path(sha, kernel_name)
 
 
 def restore(root, ref: str, kernel_name: str | None = None) -> Path:
@@ -235,10 +234,10 @@ def restore(root, ref: str, kernel_name: str | None = None) -> Path:
     over the workspace as it was laid out there."""
     from .config import load
     cfg, paths = load(root)
-    if ref.isdigit() and (paths.evals / ref / "results.json").is_file():
-        sha = json.loads((paths.evals / ref / "results.json").read_text())["meta"]["kernel_sha256"]
+    if ref.isdigit() and is_run(paths.eval_dir(ref)):
+        sha = read_meta(paths.eval_dir(ref))["kernel_sha256"]
     else:
-        hits = sorted({p.name.removesuffix(".cu") for p in paths.versions.glob(f"{ref}*") if not p.name.startswith(".")})
+        hits = paths.version_hashes(ref)
         if len(hits) != 1:
             raise FileNotFoundError(f"{ref}: {'no' if not hits else len(hits)} kept versions match")
         sha = hits[0]
@@ -249,5 +248,5 @@ def restore(root, ref: str, kernel_name: str | None = None) -> Path:
         dest = paths.workspace / (kernel_name or cfg.kernel_name)
         shutil.copyfile(src, dest)
         return dest
-    shutil.copytree(paths.versions / sha, paths.workspace, dirs_exist_ok=True)
+    shutil.copytree(paths.version_dir(sha), paths.workspace, dirs_exist_ok=True)
     return paths.workspace / cfg.kernel_name

@@ -1,10 +1,12 @@
-"""`kernelseek ask CAMPAIGN "question"`: put a question in a campaign's inbox for the agent's next turn."""
+"""`kernelseek ask CAMPAIGN "question"`: put a question in a campaign's inbox for the agent's next turn.
+
+A folder that is not a campaign directory, or an empty question, is one line, exit 2.
+"""
 from __future__ import annotations
 
-from pathlib import Path
-
-from . import about
+from . import UserError, about, existing, user_input
 from .. import inbox
+from ..store import Campaign
 
 
 def register(subparsers) -> None:
@@ -16,10 +18,10 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
+    if not args.question.strip():
+        raise UserError("the question is empty")
+    existing(args.run, "campaign directory")
+    with user_input(args.run):
         rec = inbox.ask(args.run, args.question, source=args.source)
-    except (ValueError, FileNotFoundError) as e:
-        print(f"kernelseek ask: {e}")
-        return 2
-    print(f"queued as inbox line {rec['line']} of {Path(args.run) / inbox.INBOX}")
+    print(f"queued as inbox line {rec['line']} of {Campaign(args.run).inbox}")
     return 0

@@ -1,7 +1,11 @@
-"""`kernelseek bank lint | list | ask`: check the question bank, list its entries, pick a question."""
+"""`kernelseek bank lint | list | ask`: check the question bank, list its entries, pick a question.
+
+lint exits 1 when the bank has errors (each `file:line: error: ...`); a path that does not exist, a
+bank that does not load (list, ask) or a bad results folder (ask) is one line, exit 2.
+"""
 from __future__ import annotations
 
-from . import about
+from . import about, existing, needs_subcommand, user_input
 from .. import bank as BK
 from .. import bank_lint
 
@@ -30,10 +34,12 @@ def register(subparsers) -> None:
     ap.add_argument("--arch", choices=BK.ARCHS)
     ap.add_argument("--seed", type=int, default=0)
     ap.set_defaults(func=_ask)
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    needs_subcommand(p, bs)
 
 
 def _lint(args) -> int:
+    for p in args.paths:
+        existing(p, "bank file or directory")
     issues = bank_lint.lint(args.paths or None, counts=args.counts)
     for i in issues:
         print(i)
@@ -45,11 +51,10 @@ def _lint(args) -> int:
 
 
 def _list(args) -> int:
-    try:
+    for p in args.paths:
+        existing(p, "bank file or directory")
+    with user_input():
         entries = BK.load(args.paths or None)
-    except BK.BankError as e:
-        print(f"kernelseek bank list: {e}")
-        return 2
     shown = [e for e in entries if (not args.moment or args.moment in e.moments)
              and (not args.group or e.group == args.group) and (not args.tier or e.tier == args.tier)]
     for e in shown:
@@ -64,17 +69,12 @@ def _ask(args) -> int:
     if args.run:
         from ..goal import find_results
         from ..results import load as load_results
-        try:
+        existing(args.run, "run or campaign directory")
+        with user_input(args.run):
             rows, meta = load_results(find_results(args.run))
-        except (OSError, ValueError) as e:
-            print(f"kernelseek bank ask: {e}")
-            return 2
-    try:
+    with user_input():
         q = BK.select(args.moment, rows, meta=meta, asked=args.asked, reference=args.reference,
                       arch=args.arch, allow_repeat=args.allow_repeat, seed=args.seed)
-    except BK.BankError as e:
-        print(f"kernelseek bank ask: {e}")
-        return 2
     if q is None:
         print(f"no question left for moment {args.moment} (try --allow-repeat)")
         return 1

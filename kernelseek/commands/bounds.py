@@ -1,7 +1,10 @@
-"""`kernelseek bounds RUN`: time against the roofline bound; time outside the kernel."""
+"""`kernelseek bounds RUN`: time against the roofline bound; time outside the kernel.
+
+A missing or bad results file or ceilings file is one line naming it, exit 2.
+"""
 from __future__ import annotations
 
-from . import about
+from . import about, user_input
 from .. import bounds as BD
 from .. import results
 
@@ -15,14 +18,13 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
+    with user_input(args.run_dir):
         rows, meta = results.load(args.run_dir)
+    with user_input(args.ceilings):
         c = BD.load_ceilings(BD._gpu_name(meta), args.ceilings)
-    except (FileNotFoundError, ValueError) as e:
-        print(e)
-        return 2
     df = BD.bounds_table(rows, c, meta)
     print(BD.format_bounds(df, c))
     if args.csv:
-        df.to_csv(args.csv, index=False)
+        with user_input(args.csv):
+            df.to_csv(args.csv, index=False)
     return 0

@@ -2,16 +2,17 @@
 <name>/, built from <name>/<name>.cu), optionally as a build variant; show its ptxas report and
 constraint check.
 
-Exit 0 built and allowed, 2 no such kernel or a bad define, 3 build failed or refused (or no nvcc).
+Exit 0 built and allowed; 2 no such kernel, a bad define or --arch, or no nvcc on this machine; 3 the
+build failed or the constraint check refused the kernel (the compiler's output is printed in full).
 """
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
+from . import about, user_input
 from .. import build as B
 from .. import constraints
-from ..kernel_source import KernelError, entry_file, format_defines, parse_defines
+from ..kernel_source import entry_file, format_defines, parse_defines
 
 
 def register(subparsers) -> None:
@@ -27,17 +28,13 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     src = Path(args.file)
-    try:
+    with user_input(errors=(B.NvccNotFound, ValueError, FileNotFoundError)):  # no kernel; bad define or arch; no nvcc
         defines = parse_defines(args.define)
         entry_file(src)
-    except (KernelError, FileNotFoundError) as e:
-        print(f"kernelseek build: {e}")
-        return 2
-    try:
+        B.arch_flags(args.arch)
+        B.find_nvcc()
+    with user_input(args.cache_dir, errors=(OSError,)):
         r = B.build(src, arch=args.arch, extra_flags=args.flag, cache_dir=args.cache_dir, defines=defines)
-    except B.NvccNotFound as e:
-        print(f"kernelseek build: {e}")
-        return 3
     variant = f" with {format_defines(r.defines)}" if r.defines else ""
     if not r.ok:
         print(r.log)

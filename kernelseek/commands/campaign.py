@@ -1,10 +1,14 @@
-"""`kernelseek campaign run | matrix | resume | restore | status`: agent campaigns (kernelseek/campaign.py)."""
+"""`kernelseek campaign run | matrix | resume | restore | status`: agent campaigns (kernelseek/campaign.py).
+
+A folder that is not a campaign (no config.json), a missing kernel or goal file, or a bad budget is
+one line naming it, exit 2. run, resume: exit 0 when the goal was met, else 1.
+"""
 from __future__ import annotations
 
 import json
 import sys
 
-from . import about
+from . import UserError, about, describe_error, existing, needs_subcommand, user_input
 from .. import campaign as C
 from ..agent.config import load as load_config
 
@@ -73,38 +77,80 @@ def register(subparsers) -> None:
     t.set_defaults(func=_cmd_restore)
     st = s.add_parser("status", help="a campaign's outcome row")
     st.add_argument("run")
-    st.set_defaults(func=lambda a: (print(json.dumps(C.outcome(a.run), indent=1)), 0)[1])
-    p.set_defaults(func=lambda a: (p.print_help(), 2)[1])
+    st.set_defaults(func=_cmd_status)
+    needs_subcommand(p, s)
+
+
+def _campaign_dir(path) -> None:
+    """A UserError unless `path` is a campaign directory (it holds config.json)."""
+    existing(path, "campaign directory")
+    with user_input(path):
+        load_config(path)
+
+
+def _cmd_status(a) -> int:
+    _campaign_dir(a.run)
+    print(json.dumps(C.outcome(a.run), indent=1))
+    return 0
+
+
+def _check_config(a) -> None:
+    """The inputs of a new campaign, before any folder is made: kernel, grid, goal, budget."""
+    from ..goal import load_goal
+    from ..scenarios import load_grid, select
+    existing(a.kernel, "kernel file or folder")
+    if not a.unconfined:
+        from ..confine import unavailable
+        why = unavailable()
+        if why:                            # no silent fallback: say how to proceed
+            raise UserError(f"a campaign runs confined and needs bubblewrap, but {why}. To run it unconfined "
+                            "instead, say so: --unconfined (recorded in the trace and the summary)")
+    if a.goal:
+        existing(a.goal, "goal file")
+        with user_input(a.goal):
+            load_goal(a.goal)
+    if not str(a.evaluator).startswith("replay:"):
+        with user_input(a.grid):
+            select(load_grid(a.grid), a.scenarios)
+    _check_budget(a)
+
+
+def _check_budget(a) -> None:
+    for name in ("steps", "tokens", "dollars", "wall_s"):
+        v = getattr(a, name, None)
+        if v is not None and v <= 0:
+            raise UserError(f"--{name.replace('_', '-')} {v}: expected a positive budget")
 
 
 def _cmd_run(a) -> int:
     from papermill.exceptions import PapermillExecutionError
+    _check_config(a)
     try:
         root = C.run(_config(a, a.arm, a.replicate), a.campaigns_dir, a.id, gpu=a.gpu)
     except PapermillExecutionError as e:
-        _err(f"the notebook failed: {e.ename}: {e.evalue}")
+        print(_redacted(f"kernelseek campaign: the notebook failed: {e.ename}: {e.evalue}"), file=sys.stderr)
         return 1
-    except (OSError, ValueError, RuntimeError) as e:       # RuntimeError: no bubblewrap
-        _err(str(e))
-        return 2
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UserError(_redacted(describe_error(e))) from None
     print(json.dumps(C.outcome(root), indent=1))
     return 0 if C.outcome(root)["met"] else 1
 
 
-def _err(msg: str) -> None:
-    """One line on stderr, secrets redacted (an API error may echo the key)."""
+def _redacted(text: str) -> str:
+    """An error line with secrets redacted (an API error may echo the key)."""
     from ..redact import Redactor
-    print(f"kernelseek campaign: {Redactor.from_env().text(msg)}", file=sys.stderr)
+    return Redactor.from_env().text(text)
 
 
 def _cmd_matrix(a) -> int:
     gpus = [g.strip() for g in a.gpus.split(",")] if a.gpus else None
-    try:
-        df = C.matrix(_config(a), [x.strip() for x in a.arms.split(",") if x.strip()], a.replicates,
-                      a.campaigns_dir, a.scheduler, a.workers, gpus)
-    except (OSError, ValueError, RuntimeError) as e:
-        _err(str(e))
-        return 2
+    arms = [x.strip() for x in a.arms.split(",") if x.strip()]
+    unknown = [x for x in arms if x not in C.ARMS]
+    if unknown or not arms:
+        raise UserError(f"--arms {a.arms}: unknown arm {unknown[0] if unknown else '(none)'} (arms: {', '.join(C.ARMS)})")
+    _check_config(a)
+    with user_input():
+        df = C.matrix(_config(a), arms, a.replicates, a.campaigns_dir, a.scheduler, a.workers, gpus)
     print(df.to_string(index=False))
     return 0
 
@@ -112,6 +158,8 @@ def _cmd_matrix(a) -> int:
 def _cmd_resume(a) -> int:
     from ..agent import run_campaign
     from ..agent.loop import CampaignCrash, MissingKey
+    _campaign_dir(a.run)
+    _check_budget(a)
     try:
         cfg, _ = load_config(a.run)
         b = dict(cfg.budget)
@@ -119,18 +167,15 @@ def _cmd_resume(a) -> int:
                                     ("wall_s", a.wall_s)) if v is not None})
         out = run_campaign(a.run, budget=b)
     except (MissingKey, CampaignCrash, OSError, ValueError, RuntimeError) as e:
-        _err(str(e))
-        return 2
+        raise UserError(_redacted(describe_error(e))) from None
     print(out.line())
     return 0 if out.met else 1
 
 
 def _cmd_restore(a) -> int:
     from ..agent.tools import restore
-    try:
+    _campaign_dir(a.run)
+    with user_input(errors=(OSError, KeyError, ValueError)):
         dest = restore(a.run, a.ref)
-    except (OSError, KeyError, ValueError) as e:
-        print(f"kernelseek campaign: {e}", file=sys.stderr)
-        return 2
     print(f"restored {dest}")
     return 0

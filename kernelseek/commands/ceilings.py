@@ -1,9 +1,13 @@
-"""`kernelseek ceilings`: measure this GPU's matrix rates, bandwidth and launch overhead."""
+"""`kernelseek ceilings`: measure this GPU's matrix rates, bandwidth and launch overhead.
+
+Needs a CUDA GPU: without one it stops at once, one line, exit 2.
+"""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
-from . import about
+from . import UserError, about, user_input
 from .. import bounds as BD
 
 
@@ -18,8 +22,11 @@ def register(subparsers) -> None:
 def run(args) -> int:
     import torch
     if not torch.cuda.is_available():
-        print("ceilings: no CUDA device here (torch.cuda.is_available() is False)")
-        return 2
+        raise UserError("no CUDA device here (torch.cuda.is_available() is False); ceilings are measured on the GPU")
+    if not 0 <= args.device < torch.cuda.device_count():
+        raise UserError(f"--device {args.device}: this machine has {torch.cuda.device_count()} CUDA device(s)")
+    with user_input(args.out, errors=(OSError,)):       # before minutes of measuring, not after
+        Path(args.out).mkdir(parents=True, exist_ok=True)
     c = BD.measure_ceilings(args.device, quick=args.quick)
     print(json.dumps(c, indent=1))
     print(f"wrote {BD.save_ceilings(c, args.out)}")

@@ -1,14 +1,17 @@
 """`kernelseek eval KERNEL --grid G [--define NAME=VALUE]...`: build, check and time a kernel (a .cu file
-or a kernel folder) on a grid against a baseline, optionally as a build variant."""
+or a kernel folder) on a grid against a baseline, optionally as a build variant.
+
+Every input is checked first (kernel, grid, scenarios, baseline, timeout, budget, arch, defines),
+then the machine (nvcc, a CUDA GPU): a problem with either is one line and exit 2, before anything
+is built or a run directory is made.
+"""
 from __future__ import annotations
 
-import sys
-
-from . import about
+from . import UserError, about, user_input
 from .. import evaluate as E
 from .. import results as R
 from ..kernel_source import format_defines, parse_defines
-from ..scenarios import GridError
+from ..store import Run
 
 
 def register(subparsers) -> None:
@@ -34,16 +37,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
-        run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
-                                         args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                         progress=not args.no_progress, defines=parse_defines(args.define),
-                                         confine=args.confine)
-    except (GridError, FileNotFoundError, ValueError, RuntimeError) as e:   # RuntimeError: no bubblewrap, no nvcc
-        print(f"kernelseek eval: {e}", file=sys.stderr)
-        return 2
+    with user_input():
+        defines = parse_defines(args.define)
+        E.check_inputs(args.kernel, args.grid, args.baseline, args.scenarios, args.timeout, args.budget, args.arch,
+                       defines)
+    problem = E.machine_problem()
+    if not problem and args.confine:
+        from ..confine import unavailable
+        problem = unavailable()            # --confine without bubblewrap: no silent fallback
+    if problem:
+        raise UserError(problem)
+    run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
+                                     args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
+                                     progress=not args.no_progress, defines=defines, confine=args.confine)
     if args.json:
-        print((run_dir / "results.json").read_text())
+        print(Run(run_dir).results_file.read_text())
     else:
         print(R.format_table(rows))
         if meta.get("build_defines"):

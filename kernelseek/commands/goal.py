@@ -1,9 +1,11 @@
-"""`kernelseek goal RUN...`: the goal verdict on a run directory (exit 0 only when met)."""
+"""`kernelseek goal RUN...`: the goal verdict on a run directory (exit 0 only when met).
+
+Exit 1 when the goal is not met (the verdict names the rows short of it); a missing or bad run,
+results or goal file is one line naming it, exit 2.
+"""
 from __future__ import annotations
 
-import sys
-
-from . import about
+from . import about, user_input
 from .. import goal as G
 
 
@@ -18,11 +20,9 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
+    with user_input(args.goal):
         goal = G.load_goal(args.goal)
+    with user_input():
         v = G.judge_runs(args.run_dir, goal, kernel=args.kernel)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek goal: {e}", file=sys.stderr)
-        return 2
     print(v.format())
     return 0 if v.met else 1

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 
-from ..scenarios import GridError, load_grid, select
+from . import user_input
+from ..scenarios import load_grid, select
 
 
 def register(subparsers) -> None:
@@ -52,11 +52,8 @@ def format_table(rows: list[dict], grid: str) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    try:
+    with user_input(args.grid):
         scenarios = select(load_grid(args.grid), args.scenarios)
-    except GridError as e:
-        print(f"kernelseek grid: {e}", file=sys.stderr)
-        return 2
     rows = rows_of(scenarios)
     if args.json:
         print(json.dumps(rows, indent=1))

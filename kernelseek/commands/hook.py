@@ -1,13 +1,14 @@
 """`kernelseek hook stop`: Claude Code's Stop hook (JSON payload on stdin; blocks while the goal is unmet).
 
-Imports no torch and answers well within a second (tests/unit/test_hooks.py holds it to that).
+Imports no torch and answers well within a second (tests/unit/test_hooks.py holds it to that). It
+always exits 0: a payload it cannot read, or an error of its own, blocks once and then allows.
 """
 from __future__ import annotations
 
 import json
 import sys
 
-from . import about
+from . import about, needs_subcommand
 from .. import hooks as H
 
 
@@ -17,7 +18,7 @@ def register(subparsers) -> None:
     sp = hs.add_parser("stop", help="the Stop hook: JSON payload on stdin; blocks while the goal is unmet")
     sp.add_argument("--goal", help=f"goal YAML (default: ${H.ENV_GOAL}, the campaign's goal.yaml, goals/default.yaml)")
     sp.set_defaults(func=_stop)
-    hp.set_defaults(func=lambda a: (hp.print_help(), 2)[1])
+    needs_subcommand(hp, hs)
 
 
 def _stop(args) -> int:

@@ -1,10 +1,13 @@
-"""`kernelseek init claude-code`: add KernelSeek's Stop hook to a project's .claude/settings.json."""
+"""`kernelseek init claude-code`: add KernelSeek's Stop hook to a project's .claude/settings.json.
+
+A settings file that is not a JSON object, or a folder that cannot be written, is one line naming
+it, exit 2 (and the file is left as it was).
+"""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from . import about
+from . import about, needs_subcommand, user_input
 from .. import hooks as H
 
 
@@ -16,15 +19,12 @@ def register(subparsers) -> None:
     cp.add_argument("--command", help="the hook command (default: this Python running kernelseek)")
     cp.add_argument("--campaign", help=f"also write {H.POINTER} pointing at this campaign or run directory")
     cp.set_defaults(func=_claude_code)
-    ip.set_defaults(func=lambda a: (ip.print_help(), 2)[1])
+    needs_subcommand(ip, is_)
 
 
 def _claude_code(args) -> int:
-    try:
+    with user_input(args.dir):
         path, changed = H.install_claude_code(args.dir, args.command, args.campaign)
-    except (OSError, ValueError) as e:
-        print(f"kernelseek init: {e}", file=sys.stderr)
-        return 2
     print(f"{path}: {'added the KernelSeek Stop hook' if changed else 'the KernelSeek Stop hook is already there'}")
     if args.campaign:
         print(f"{Path(args.dir) / H.POINTER}: points at {args.campaign}")

@@ -1,12 +1,16 @@
-"""`kernelseek main`: the README's main job (evaluate on a GPU, else replay the committed H200 results)."""
+"""`kernelseek main`: the README's main job: evaluate on a GPU, else replay the committed H200 results.
+
+An explicit --kernel or --grid is checked first, even when the job replays (one line, exit 2), and
+so is the folder for the figures; on a GPU machine without nvcc the job stops before building.
+"""
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-from . import about
+from . import UserError, about, user_input
 from .. import mainjob
 from ..kernel_source import format_defines, parse_defines
+from ..paths import KERNELS
 
 
 def register(subparsers) -> None:
@@ -22,21 +26,22 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    try:
+    from ..evaluate import check_inputs, evaluate, exit_code, machine_problem
+    kernel = args.kernel or next(str(p) for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu",
+                                                  KERNELS / "naive_fwd.cu") if p.exists())
+    with user_input():
         defines = parse_defines(args.define)
-    except ValueError as e:
-        print(f"kernelseek main: {e}", file=sys.stderr)
-        return 2
+        check_inputs(kernel, args.grid, defines=defines)
+    with user_input(args.out):
+        Path(args.out).mkdir(parents=True, exist_ok=True)
     if args.replay or not mainjob._has_gpu():
         if defines:
-            print(f"kernelseek main: --define {format_defines(defines)} builds a variant to evaluate; "
-                  "the replay of committed results builds nothing", file=sys.stderr)
-            return 2
+            raise UserError(f"--define {format_defines(defines)} builds a variant to evaluate; "
+                            "the replay of committed results builds nothing")
         return mainjob.replay(Path(args.out))
-    from ..evaluate import evaluate, exit_code
-    kernels = mainjob.REPO / "kernels"
-    kernel = args.kernel or next(str(p) for p in (kernels / "fa3_hopper", kernels / "fa3_hopper.cu",
-                                                  kernels / "naive_fwd.cu") if p.exists())
+    problem = machine_problem()
+    if problem:
+        raise UserError(problem)
     cmd = f"kernelseek main --grid {args.grid}" + "".join(f" --define {k}={v}" for k, v in defines.items())
     run_dir, rows, meta = evaluate(kernel, args.grid, "best", command=cmd, defines=defines)
     print(mainjob.describe(run_dir))

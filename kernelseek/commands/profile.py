@@ -1,7 +1,13 @@
-"""`kernelseek profile [--out DIR] -- CMD...`: Nsight Compute on one command (put it after --), parsed."""
+"""`kernelseek profile [--out DIR] -- CMD...`: Nsight Compute on one command (put it after --), parsed.
+
+Needs ncu (Nsight Compute): without it, one line and exit 2 before anything runs. Exit 1 when ncu
+itself fails on the command.
+"""
 from __future__ import annotations
 
-from . import about
+from pathlib import Path
+
+from . import UserError, about, existing, user_input
 from .. import profile as P
 
 
@@ -18,19 +24,21 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
+    if not args.rep and not args.cmd:
+        raise UserError("give the command to profile after --")
     if args.rep:
-        table, src = P.read_report(args.rep)
+        existing(args.rep, "report file")
+    with user_input():
+        P.need_tool("ncu")
+    if args.rep:
+        with user_input(args.rep):
+            table, src = P.read_report(args.rep)
         print(f"({src})\n" + P.format_summary(P.summarize_ncu(table)))
         return 0
-    if not args.cmd:
-        print("profile: give the command to profile after --")
-        return 2
-    try:
-        r = P.run_ncu(args.cmd, args.out, tuple(args.section or P.DEFAULT_SECTIONS), args.kernel,
-                      args.launch_count, args.launch_skip)
-    except FileNotFoundError as e:
-        print(e)
-        return 2
+    with user_input(args.out, errors=(OSError,)):
+        Path(args.out).mkdir(parents=True, exist_ok=True)
+    r = P.run_ncu(args.cmd, args.out, tuple(args.section or P.DEFAULT_SECTIONS), args.kernel,
+                  args.launch_count, args.launch_skip)
     print(f"ncu exit {r.returncode}; files in {r.out_dir} ({r.source or 'no report'})")
     print(P.format_summary(r.summary) if r.summary else r.stdout[-4000:])
     return 0 if r.ok else 1

@@ -1,10 +1,14 @@
-"""`kernelseek sass A [B]`: the instruction mix of a built kernel, or the difference of two."""
+"""`kernelseek sass A [B]`: the instruction mix of a built kernel, or the difference of two.
+
+A missing file, a file cuobjdump cannot read, no cuobjdump, or a --kernel matching nothing is one
+line naming it, exit 2.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
-from .. import profile as P
+from . import about, existing, user_input
+from .. import sass as S
 
 
 def register(subparsers) -> None:
@@ -16,20 +20,22 @@ def register(subparsers) -> None:
     q.set_defaults(func=run)
 
 
-def _load_sass(path: str) -> str:
-    return Path(path).read_text() if path.endswith((".sass", ".txt")) else P.sass(path)
+def _mix(path: str, kernel: str | None):
+    """The instruction mix of one binary or saved dump; its problems as one line naming it."""
+    existing(path, "file")
+    with user_input(path, errors=(OSError, ValueError, RuntimeError, KeyError)):
+        text = Path(path).read_text(encoding="utf-8") if path.endswith((".sass", ".txt")) else S.sass(path)
+        return S.instruction_mix(text, kernel)
 
 
 def run(args) -> int:
-    try:
-        a = P.instruction_mix(_load_sass(args.binary), args.kernel)
-        if args.other:
-            print(P.mix_diff(a, P.instruction_mix(_load_sass(args.other), args.kernel)).to_string(index=False))
-        else:
-            print("\n".join(f"{k:12} {v}" for k, v in sorted(a.items(), key=lambda kv: (-kv[1], kv[0]))))
-    except (FileNotFoundError, RuntimeError, KeyError) as e:
-        print(e)
-        return 2
+    a = _mix(args.binary, args.kernel)
+    if args.other:
+        print(S.mix_diff(a, _mix(args.other, args.kernel)).to_string(index=False))
+    else:
+        print("\n".join(f"{k:12} {v}" for k, v in sorted(a.items(), key=lambda kv: (-kv[1], kv[0]))))
     if args.ptxas:
-        print(P.ptxas_table(Path(args.ptxas).read_text()).to_string(index=False))
+        existing(args.ptxas, "file")
+        with user_input(args.ptxas):
+            print(S.ptxas_table(Path(args.ptxas).read_text(encoding="utf-8")).to_string(index=False))
     return 0

@@ -1,10 +1,14 @@
-"""`kernelseek show RUN`: print a run's results table and summary."""
+"""`kernelseek show RUN`: print a run's results table and summary.
+
+RUN is a run directory or its results.json; committed H200 runs are under data/runs/. A missing
+folder or a results file that is not KernelSeek's is one line naming it, exit 2.
+"""
 from __future__ import annotations
 
 from pathlib import Path
 
-from . import about
-from .. import mainjob
+from . import UserError, about, user_input
+from .. import mainjob, results
 
 
 def register(subparsers) -> None:
@@ -14,5 +18,11 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    print(mainjob.describe(Path(args.run).parent if args.run.endswith(".json") else Path(args.run)))
+    path = Path(args.run)
+    run_dir = path.parent if path.suffix == ".json" else path
+    if not path.exists():
+        raise UserError(f"{path}: no such run directory (committed H200 runs are under data/runs/)")
+    with user_input(path):
+        results.load(path)          # the file's problems, named, before anything is printed
+    print(mainjob.describe(run_dir))
     return 0

@@ -1,7 +1,6 @@
 """Gap triage and bound differencing notebooks, and `kernelseek report`, run headlessly by papermill
 on the recorded campaign fixture (tests/fixtures/campaign_small); the asserts read the JSON of key
 values each notebook writes (`out_json`) and compare it with the library's own numbers."""
-import argparse
 import json
 import math
 import os
@@ -140,11 +139,9 @@ def test_report_on_a_campaign_and_the_cli(tmp_path, capsys):
     assert paths == [camp / "notebooks" / "gap_triage.html"]
     rec = json.loads((camp / "notebooks" / "gap_triage.json").read_text())
     assert rec["run"].endswith("evals/1") and rec["compare"].endswith("evals/2")
-    parser = argparse.ArgumentParser()
-    from kernelseek.commands import report as report_verb
-    report_verb.register(parser.add_subparsers())
-    args = parser.parse_args(["report", str(tmp_path / "missing")])
-    assert args.func(args) == 2 and "no results.json" in capsys.readouterr().out
+    from kernelseek.cli import main
+    assert main(["report", str(tmp_path / "missing")]) == 2
+    assert "missing: no such run or campaign directory" in capsys.readouterr().err
 
 
 def test_gap_triage_history_of_the_committed_kernel_versions(tmp_path):

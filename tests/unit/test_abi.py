@@ -158,11 +158,14 @@ def test_dense_launch_end_to_end(probe):
     inp = _inputs(q=q, k=k, v=v, sinks=torch.randn(4, generator=g))
     o = torch.zeros(2, 3, 4, 8, dtype=torch.bfloat16)
     lse = torch.zeros(2, 4, 3)
-    status = abi.launch(probe, s, inp, o, lse, stream_handle=0x1234)
-    assert status == 5
+    call = abi.Launch(probe, s, inp, o, lse, stream=0x1234)
+    with pytest.raises(abi.LaunchError, match=r"status 5 \(abi mismatch\)") as e:
+        call()                                  # the probe returns num_splits: 5 is KSEEK_ERR_ABI
+    assert (e.value.code, e.value.status) == (5, "abi mismatch") and not isinstance(e.value, NotImplementedError)
     assert probe.dll.probe_stream() == 0x1234
-    p = abi.make_params(s, inp, o, lse)
+    p = call.params
     _check_dump(probe, p)
+    assert (p.workspace, p.workspace_bytes) == (call.workspace.data_ptr(), 4016)   # what the kernel asked
     assert (p.causal, p.window_left, p.window_right) == (1, 7, 0)
     assert p.v_row_stride == v.stride(1) == 8 and p.v_head_stride == 40
     assert (p.total_q, p.total_k) == (0, 0)     # dense: not given
@@ -180,9 +183,11 @@ def test_varlen_launch_end_to_end(probe):
                   cu_seqlens_k=torch.tensor([0, 4, 5, 11], dtype=torch.int32))
     o = torch.zeros(5, 2, 8, dtype=torch.bfloat16)
     lse = torch.zeros(2, 5)
-    assert abi.launch(probe, s, inp, o, lse, 0) == 0
-    p = abi.make_params(s, inp, o, lse)
+    call = abi.launch(probe, s, inp, o, lse, 0)
+    assert call.status() == 0 and call()[0] is o and call()[1] is lse
+    p = call.params
     _check_dump(probe, p)
+    assert p.workspace_bytes == 1000 * 2 + 8
     assert (p.batch, p.seqlen_q, p.seqlen_k, p.q_batch_stride, p.lse_head_stride) == (3, 3, 6, 0, 5)
     assert (p.total_q, p.total_k) == (5, 11)    # the packed rows, so no kernel reads cu_seqlens[B] back
     assert torch.equal(o[..., 0], q[..., 0])
@@ -201,8 +206,7 @@ def test_paged_fp8_params(probe):
                   q_descale=ds, k_descale=ds.clone(), v_descale=ds.clone())
     o = torch.zeros(2, 1, 4, 16, dtype=torch.bfloat16)
     ws = torch.zeros(64, dtype=torch.uint8)
-    assert abi.launch(probe, s, inp, o, None, 0, workspace=ws) == 0
-    p = abi.make_params(s, inp, o, None, workspace=ws)
+    p = abi.launch(probe, s, inp, o, None, 0, workspace=ws).params    # a given workspace is used as is
     _check_dump(probe, p)
     assert (p.dtype, p.out_dtype, p.lse) == (abi.FP8_E4M3, abi.BF16, None)
     assert (p.page_size, p.num_pages, p.page_table_stride, p.seqlen_k) == (16, 5, 2, 32)
@@ -225,3 +229,54 @@ def test_shape_mismatch_is_refused():
     x = torch.zeros(1, 2, 2, 16, dtype=torch.bfloat16)
     with pytest.raises(ValueError, match="do not match scenario"):
         abi.make_params(s, _inputs(q=x, k=x, v=x), x, None)
+
+
+# ---- the one launch path: workspace rule and status codes, on a real library ----------------------
+MINI = r"""
+#include "kseek.h"
+// No kseek_workspace_bytes: the harness must still give a real workspace of the minimum size.
+extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t) {
+  if (p->workspace == NULL) return KSEEK_ERR_INVALID;
+  if (p->workspace_bytes < 16) return KSEEK_ERR_WORKSPACE;
+  return p->num_splits;        // the status the test asks for
+}
+"""
+
+
+@pytest.fixture(scope="module")
+def mini(tmp_path_factory) -> abi.KernelLib:
+    d = tmp_path_factory.mktemp("abi_mini")
+    (d / "mini.cu").write_text(MINI)
+    r = subprocess.run([find_nvcc(), "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", f"-I{REPO_KERNELS}",
+                        str(d / "mini.cu"), "-o", str(d / "mini.so")], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return abi.load(d / "mini.so")
+
+
+def _dense(num_splits: int):
+    s = Scenario(name="m", batch=1, seqlen_q=2, seqlen_k=2, heads_q=1, heads_kv=1, head_dim=8, num_splits=num_splits)
+    x = torch.zeros(1, 2, 1, 8, dtype=torch.bfloat16)
+    return s, _inputs(q=x, k=x, v=x), torch.zeros_like(x)
+
+
+def test_a_kernel_asking_no_workspace_still_gets_the_minimum(mini, probe):
+    s, inp, o = _dense(0)
+    assert mini.workspace_bytes(abi.make_params(s, inp, o, None)) == 0
+    call = abi.launch(mini, s, inp, o, None, stream=0)         # the kernel refuses NULL or < 16 bytes
+    ws = call.workspace
+    assert ws.numel() == abi.MIN_WORKSPACE_BYTES == call.params.workspace_bytes and ws.dtype == torch.uint8
+    assert call.params.workspace == ws.data_ptr() != 0
+    assert abi.workspace_for(probe, s, inp, o, None).numel() == 1000 + 8   # above the minimum: as asked
+
+
+@pytest.mark.parametrize("code, name", [(1, "unsupported"), (2, "invalid"), (3, "cuda error"),
+                                        (4, "workspace too small"), (5, "abi mismatch"), (42, "unknown status")])
+def test_status_codes_become_exceptions_named_by_the_status(mini, code, name):
+    s, inp, o = _dense(code)
+    call = abi.Launch(mini, s, inp, o, None, stream=0)
+    assert call.status() == code                               # the raw code, unchanged
+    with pytest.raises(abi.LaunchError) as e:
+        call("during timing")
+    assert (e.value.code, e.value.status) == (code, name)
+    assert str(e.value) == f"kernel returned status {code} ({name}) during timing"
+    assert isinstance(e.value, NotImplementedError) == (code == 1)   # abi.Unsupported for status 1 only

@@ -81,11 +81,14 @@ def test_bubblewrap_is_required_and_unconfined_only_by_name(tmp_path, monkeypatc
         Sandbox(tmp_path / "ws")
     with pytest.raises(ConfinementUnavailable, match="a confined evaluation"):
         evaluate(str(Path(__file__)), "smoke", confine=True, runs_dir=str(tmp_path / "runs"))
+    from kernelseek.cli import main
+    assert main(["campaign", "run", "--kernel", str(KERNEL), "--campaigns-dir", str(tmp_path / "camps")]) == 2
+    err = capsys.readouterr().err
+    assert "needs bubblewrap" in err and "--unconfined" in err
+    assert not (tmp_path / "camps").exists()                  # refused before any campaign existed
     ap = argparse.ArgumentParser()
     campaign.register(ap.add_subparsers())
-    a = ap.parse_args(["campaign", "run", "--kernel", str(KERNEL), "--campaigns-dir", str(tmp_path / "camps")])
-    assert a.func(a) == 2 and "needs bubblewrap" in capsys.readouterr().err
-    assert not (tmp_path / "camps").exists()                  # refused before any campaign existed
+    a = ap.parse_args(["campaign", "run", "--kernel", str(KERNEL)])
     assert campaign._config(ap.parse_args(["campaign", "run", "--kernel", "k.cu", "--unconfined"])).sandbox == "none"
     assert campaign._config(a).sandbox == "bwrap"
     with pytest.raises(ConfinementUnavailable):

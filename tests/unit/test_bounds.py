@@ -101,4 +101,4 @@ def test_cli_bounds(tmp_path, capsys):
     assert "prefill" in out and "compute" in out and "0.500" in out
     assert "sol_candidate" in out_csv.read_text()
     assert main(["bounds", str(d), "--ceilings", str(tmp_path / "missing.json")]) == 2
-    assert "missing.json" in capsys.readouterr().out
+    assert "missing.json: no such ceilings file" in capsys.readouterr().err

@@ -83,13 +83,13 @@ def test_a_folder_without_its_entry_and_a_missing_kernel(tmp_path, capsys):
     with pytest.raises(ks.KernelError, match="no_entry/no_entry.cu"):
         ks.kernel_hash(bad)
     assert cli_main(["build", str(bad), "--cache-dir", str(tmp_path)]) == 2
-    out = capsys.readouterr().out.strip()
+    out = capsys.readouterr().err.strip()
     assert out.startswith("kernelseek build: kernel folder ") and "no_entry/no_entry.cu" in out and "\n" not in out
     assert cli_main(["eval", str(bad), "--grid", "smoke", "--runs-dir", str(tmp_path / "runs")]) == 2
     err = capsys.readouterr().err.strip()
     assert "no_entry/no_entry.cu" in err and "\n" not in err and not (tmp_path / "runs").exists()
     assert cli_main(["build", str(tmp_path / "missing")]) == 2
-    assert "no such file or folder" in capsys.readouterr().out
+    assert "no such file or folder" in capsys.readouterr().err
 
 
 # ---- the include path -------------------------------------------------------------------------------
@@ -154,7 +154,7 @@ def test_parse_defines_and_the_cli_refusals(tmp_path, capsys):
     with pytest.raises(ks.KernelError, match="defined twice"):
         ks.parse_defines(["A=1", "A=2"])
     assert cli_main(["build", str(FIX / "twofile"), "--define", "1X=2"]) == 2
-    assert "build define '1X'" in capsys.readouterr().out
+    assert "build define '1X'" in capsys.readouterr().err
     assert cli_main(["eval", str(FIX / "twofile"), "--define", "X=a b", "--runs-dir", str(tmp_path / "r")]) == 2
     assert "build define X='a b'" in capsys.readouterr().err and not (tmp_path / "r").exists()
     assert cli_main(["main", "--replay", "--define", "X=1", "--out", str(tmp_path / "out")]) == 2

@@ -1,5 +1,4 @@
 """Campaigns: the arm-by-replicate matrix on a local Dask cluster, resume and restore from the CLI."""
-import argparse
 import sys
 from pathlib import Path
 
@@ -12,7 +11,7 @@ from harness import KEY, config, events, make  # noqa: E402
 pytest.importorskip("papermill")
 pytest.importorskip("distributed")
 from kernelseek import campaign  # noqa: E402
-from kernelseek.commands import campaign as campaign_verb  # noqa: E402
+from kernelseek.cli import main as cli_main  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
@@ -21,10 +20,8 @@ def api_key(monkeypatch):
 
 
 def cli(*argv):
-    ap = argparse.ArgumentParser()
-    campaign_verb.register(ap.add_subparsers())
-    a = ap.parse_args(["campaign", *argv])
-    return a.func(a)
+    """`kernelseek campaign ...` through the command's own entry point (exit code, messages on stderr)."""
+    return cli_main(["campaign", *argv])
 
 
 def test_matrix_runs_arms_by_replicates_on_dask(tmp_path):

@@ -90,3 +90,20 @@ def test_an_evaluation_of_a_folder_kernel_keeps_it_and_judges_it(tmp_path):
     TraceWriter(p.trace).write("evaluation", **rec.event(p.root))   # the loop's ledger entry (Loop.run_tool)
     (p.workspace / "twofile" / "scale.cuh").write_text("#pragma once\n#define TWOFILE_SCALE 9.0f\n")
     assert tb.verdict().shortfall().startswith(f"stale: {p.workspace / 'twofile'} changed since it was evaluated")
+
+
+@pytest.mark.parametrize("kernel, files", [
+    ("naive_fwd.cu", ["kseek.h", "naive_core.cuh", "naive_fwd.cu"]),
+    ("fa3_hopper", ["fa3_hopper", "kseek.h", "naive_core.cuh"])])
+def test_the_repositorys_kernels_seed_a_workspace_with_what_they_include(tmp_path, kernel, files):
+    """naive_fwd.cu brings naive_core.cuh (the fallback it shares with fa3_hopper/); the folder
+    fa3_hopper/ comes as a folder, with the headers it includes from kernels/ beside it, and
+    nothing else of kernels/ (no other kernel to copy from)."""
+    src = kb.REPO_KERNELS / kernel
+    if not src.exists():
+        pytest.skip(f"{src} is not in this checkout")
+    p = create(_config(src), tmp_path / "c")
+    assert sorted(f.name for f in p.workspace.iterdir()) == files
+    assert ks.kernel_hash(p.workspace / kernel) == ks.kernel_hash(src)
+    assert {f.relative_to(kb.REPO_KERNELS) for f in ks.closure(ks.entry_file(src))} == \
+        {f.relative_to(p.workspace) for f in ks.closure(ks.entry_file(p.workspace / kernel))}

@@ -17,7 +17,7 @@ from attack import REPO, make_area, remove_area  # noqa: E402
 from fakeapi import FakeAPI, load_script, text, tool, turn  # noqa: E402
 from harness import KEY, events, make, trace_text  # noqa: E402
 
-from kernelseek import analytics, campaign, ledger, traces  # noqa: E402
+from kernelseek import analytics, campaign, ledger, store, traces  # noqa: E402
 from kernelseek.agent import Loop  # noqa: E402
 
 
@@ -126,7 +126,7 @@ def test_each_attack_fails_and_the_campaign_then_runs_honestly(area, signals):
     checks = events(root, "goal_check")
     assert [c["met"] for c in checks] == [False, False, True] and checks[0]["shortfall"] == "no full evaluation"
     assert [e["n"] for e in events(root, "evaluation")] == [0, 1, 2]     # the refused ones never ran
-    assert checks[-1]["eval"] == "2" and len(ledger.evaluations(root)) == 3
+    assert checks[-1]["eval"] == "2" and len(store.Campaign(root).eval_dirs()) == 3
     assert all(e["results_sha256"] == ledger.digest(root / e["dir"]) for e in events(root, "evaluation"))
     start = events(root, "start")[0]
     assert start["confined"] is True and start["sandbox"].startswith("bubblewrap")
@@ -149,4 +149,4 @@ def test_a_forged_results_file_never_stops_the_loop(area, monkeypatch):
     assert not out.met and out.reason.startswith("budget")
     assert [c["met"] for c in events(root, "goal_check")] == [False, False]
     assert "no full evaluation" in events(root, "goal_check")[0]["shortfall"]
-    assert any("evals/99/results.json: no ledger entry" in p for p in ledger.check(root).problems)
+    assert any("evals/99/results.json: no ledger entry" in p for p in store.Campaign(root).ledger().problems)

@@ -18,7 +18,7 @@ from attack import REPO, fill, make_area, remove_area, standin_evaluator  # noqa
 from fakeapi import FakeAPI, text, tool, turn  # noqa: E402
 from harness import KEY, config, events, trace_text  # noqa: E402
 
-from kernelseek import ledger  # noqa: E402
+from kernelseek import store  # noqa: E402
 from kernelseek.agent import Loop, create  # noqa: E402
 from kernelseek.evaluate import evaluate  # noqa: E402
 
@@ -82,7 +82,7 @@ def test_candidate_build_and_worker_attacks_fail_then_an_honest_kernel_meets_the
     assert rows[0]["status"] == "refused" and "fa3_hopper.cu: No such file or directory" in rows[0]["reason"]
     # 3. an honest kernel whose #if __has_include guards prove nothing else is reachable: built, goal met
     assert evs[2]["geomean"] == pytest.approx(1.25) and out.met
-    assert [e["n"] for e in evs] == [0, 1, 2] and len(ledger.evaluations(root)) == 3
+    assert [e["n"] for e in evs] == [0, 1, 2] and len(store.Campaign(root).eval_dirs()) == 3
     assert KEY not in trace_text(root)
 
 

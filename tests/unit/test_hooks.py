@@ -225,8 +225,8 @@ def test_installed_command_runs_as_claude_code_would(tmp_path):
     assert r.returncode == 0 and json.loads(r.stdout)["decision"] == "block", r.stderr
 
 
-@pytest.mark.parametrize("verb", [["hook"], ["init"]])
-def test_verbs_without_subcommand_print_help(verb):
-    r = subprocess.run([sys.executable, "-m", "kernelseek", *verb], cwd=ROOT, env=env(),
+@pytest.mark.parametrize("verb,sub", [("hook", "stop"), ("init", "claude-code")])
+def test_verbs_without_subcommand_name_them(verb, sub):
+    r = subprocess.run([sys.executable, "-m", "kernelseek", verb], cwd=ROOT, env=env(),
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "usage" in r.stdout
+    assert r.returncode == 2 and r.stderr == f"kernelseek {verb}: give a subcommand: {sub} (see `kernelseek {verb} --help`)\n"

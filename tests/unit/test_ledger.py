@@ -1,6 +1,7 @@
 """The ledger: a campaign's readers judge only the evaluations its loop recorded in the trace, with the
-sha256 of each results.json. A results file that appeared in the folder is ignored; one changed
-after the loop wrote it is refused. tests/fixtures/runs/campaign carries a ledger for evals/0..2."""
+sha256 of each results.json, as store.Campaign lists them. A results file that appeared in the folder
+is ignored; one changed after the loop wrote it is refused. tests/fixtures/runs/campaign carries a
+ledger for evals/0..2."""
 import json
 import shutil
 import subprocess
@@ -9,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek import hooks, ledger, triage
+from kernelseek import hooks, ledger, store, triage
 from kernelseek.agent.arms import full_evals
 from kernelseek.agent.config import Config, Paths
 from kernelseek.goal import find_results
@@ -32,19 +33,23 @@ def drop_entry(c: Path, n: int) -> None:
     (c / "trace.jsonl").write_text("\n".join(lines) + "\n")
 
 
+def check(c: Path) -> ledger.Check:
+    return store.Campaign(c).ledger()
+
+
 def stop(c: Path, tmp_path: Path):
     return hooks.stop({"cwd": str(tmp_path), "session_id": "s"}, env={"KERNELSEEK_CAMPAIGN": str(c)})
 
 
 def test_the_fixture_ledger_verifies():
-    c = ledger.check(RUNS / "campaign")
+    c = check(RUNS / "campaign")
     assert [d.name for d in c.verified] == ["0", "1", "2"] and c.problems == [] and c.forged == []
 
 
 def test_a_results_file_that_appeared_is_not_judged(camp, tmp_path):
     drop_entry(camp, 2)                       # evals/2 (the one meeting the goal) now has no ledger entry
     assert find_results(camp) == camp / "evals" / "1" / "results.json"
-    probs = ledger.check(camp).problems
+    probs = check(camp).problems
     assert probs == ["evals/2/results.json: no ledger entry in trace.jsonl (the loop did not run this "
                      "evaluation), so it is not judged"]
     out, _ = stop(camp, tmp_path)             # the Stop hook judges evals/1 (0.87x) and blocks
@@ -74,17 +79,21 @@ def test_ledger_entries_that_point_outside_or_at_nothing(camp):
     with open(camp / "trace.jsonl", "a") as f:
         f.write(json.dumps({"type": "evaluation", "n": 7, "dir": "../../etc", "results_sha256": "0" * 64}) + "\n")
         f.write(json.dumps({"type": "evaluation", "n": 8, "dir": "evals/8", "results_sha256": "0" * 64}) + "\n")
-    c = ledger.check(camp)
+    c = check(camp)
     assert [d.name for d in c.verified] == ["0", "1", "2"]
     assert any("outside the campaign" in p for p in c.problems)
     assert any("evals/8/results.json: recorded in the ledger" in p and "missing" in p for p in c.problems)
-    assert "3 verified evaluation(s)" in ledger.dump(camp) and "NOT JUDGED" in ledger.dump(camp)
+    assert "3 verified evaluation(s)" in ledger.dump(c) and "NOT JUDGED" in ledger.dump(c)
 
 
 def test_a_folder_without_a_trace_has_no_ledger(tmp_path):
     shutil.copytree(RUNS / "campaign" / "evals", tmp_path / "evals")
-    assert ledger.evaluations(tmp_path) == []
-    with pytest.raises(FileNotFoundError, match="no trace.jsonl"):
-        ledger.latest(tmp_path)
-    assert History.from_campaign(tmp_path).evaluations == []
-    assert len(triage.campaign_evals(tmp_path)) == 3          # triage of a bare folder of runs still lists them
+    assert store.Campaign(tmp_path).eval_dirs() == []
+    with pytest.raises(FileNotFoundError, match="no trace.jsonl, so no ledger"):
+        find_results(tmp_path)
+    assert History.from_campaign(tmp_path).evaluations == [] and triage.campaign_evals(tmp_path) == []
+
+
+def test_the_next_evaluation_number_never_reuses_a_folder(camp):
+    (camp / "evals" / "7").mkdir()                            # appeared (or a crashed evaluation)
+    assert store.Campaign(camp).next_eval_number() == 8

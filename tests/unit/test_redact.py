@@ -1,7 +1,6 @@
 """Secrets: the API key in no trace, log, error or stderr, in the forms a text could carry it (as is,
 reversed, hex, base64 at any alignment and wrapped, URL-safe base64), also when the API itself
 echoes it in an error (a scripted server on 127.0.0.1 that does exactly that)."""
-import argparse
 import base64
 import json
 import subprocess
@@ -14,7 +13,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "fakea
 from fakeapi import FakeAPI, tool, turn  # noqa: E402
 from harness import KEY, events, make, trace_text  # noqa: E402
 
-from kernelseek.commands import campaign  # noqa: E402
+from kernelseek.cli import main  # noqa: E402
 from kernelseek.agent import CampaignCrash, run_campaign  # noqa: E402
 from kernelseek.redact import Redactor, forms, scrub_notebook  # noqa: E402
 from kernelseek.traces import TraceWriter  # noqa: E402
@@ -54,17 +53,14 @@ def test_an_api_error_that_echoes_the_key_leaves_no_trace_of_it(tmp_path, monkey
         with pytest.raises(CampaignCrash) as err:
             run_campaign(root, log=lambda *a: logged.append(" ".join(map(str, a))))
         assert KEY in str(api.headers[-1])                   # the client sends it, and only the client
-        ap = argparse.ArgumentParser()
-        campaign.register(ap.add_subparsers())
-        a = ap.parse_args(["campaign", "resume", str(root)])
-        assert a.func(a) == 2                              # `campaign resume`: the same echo, on stderr
+        assert main(["campaign", "resume", str(root)]) == 2    # `campaign resume`: the same echo, on stderr
     e = err.value
     chain = [e, e.__cause__]
     assert all(KEY not in str(x) and KEY not in repr(x.args) for x in chain)
     assert "[redacted:ANTHROPIC_API_KEY]" in str(e)
     assert "invalid x-api-key [redacted:ANTHROPIC_API_KEY]" in events(root, "error")[0]["message"]
     stderr = capsys.readouterr().err
-    assert "kernelseek campaign: the API call failed" in stderr and KEY not in stderr
+    assert "kernelseek campaign resume: the API call failed" in stderr and KEY not in stderr
     b64 = base64.b64encode(KEY.encode()).decode()
     for text in [trace_text(root), stderr, *logged]:
         assert KEY not in text and b64[4:-4] not in text

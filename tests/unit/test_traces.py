@@ -46,12 +46,9 @@ def test_inbox_ask_pending_and_consumption(tmp_path):
 
 
 def test_ask_verb(tmp_path, capsys):
-    import argparse
-    ap = argparse.ArgumentParser()
-    from kernelseek.commands import ask
-    ask.register(ap.add_subparsers())
-    args = ap.parse_args(["ask", str(tmp_path), "Which rows bring the geomean down?"])
-    assert args.func(args) == 0 and "inbox line 0" in capsys.readouterr().out
+    from kernelseek.cli import main
+    assert main(["ask", str(tmp_path), "Which rows bring the geomean down?"]) == 0
+    assert "inbox line 0" in capsys.readouterr().out
     assert inbox.pending(tmp_path)[0]["text"] == "Which rows bring the geomean down?"
 
 

@@ -1,0 +1,148 @@
+"""FlashAttention-4 (flash_attn.cute) and FlashAttention-3 (flash_attn_interface) as baselines."""
+from __future__ import annotations
+
+import importlib
+
+from . import fa3_vllm
+from .base import Baseline, Bound, common_limits
+
+
+class FA4(Baseline):
+    name = "fa4"
+    module = "flash_attn.cute"
+
+    def _mod(self):
+        return importlib.import_module(self.module)
+
+    def available(self):
+        try:
+            self._mod()
+        except Exception as e:
+            return False, f"{self.module} not importable ({type(e).__name__}: {str(e)[:80]})"
+        import torch
+        return (True, "") if torch.cuda.is_available() else (False, "no CUDA device")
+
+    def version(self):
+        try:
+            from importlib.metadata import version
+            return f"flash-attn-4 {version('flash-attn-4')}"
+        except Exception:
+            return getattr(self._mod(), "__version__", "unknown")
+
+    def supports(self, s):
+        return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,
+                              seqused=True, dv_differs=True)
+
+    def bind(self, s, inp):
+        m = self._mod()
+        left, right = s.effective_window
+        win = (None if left < 0 else left, None if right < 0 else right)
+        kw: dict = dict(softmax_scale=s.softmax_scale, causal=s.causal and s.window == (-1, -1),
+                        window_size=win if s.window != (-1, -1) else (None, None),
+                        softcap=s.softcap, return_lse=True)
+        if inp.sinks is not None:
+            kw["learnable_sink"] = inp.sinks
+        if s.varlen or s.paged or inp.seqused_k is not None:
+            fn = m.flash_attn_varlen_func
+            if s.varlen:
+                kw.update(cu_seqlens_q=inp.cu_seqlens_q, cu_seqlens_k=inp.cu_seqlens_k,
+                          max_seqlen_q=max(s.seqlens_q), max_seqlen_k=max(s.seqlens_k))
+            if s.paged:
+                kw["page_table"] = inp.page_table
+                kw["seqused_k"] = inp.seqused_k if inp.seqused_k is not None else _full_seqused(s, inp)
+            elif inp.seqused_k is not None:
+                kw["seqused_k"] = inp.seqused_k
+        else:
+            fn = m.flash_attn_func
+        return Bound(lambda: fn(inp.q, inp.k, inp.v, **kw), _out_lse)
+
+
+def _full_seqused(s, inp):
+    import torch
+    return torch.full((s.n_batch,), s.seqlen_k, dtype=torch.int32, device=inp.q.device)
+
+
+def _out_lse(r):
+    if isinstance(r, tuple):
+        return r[0], (r[1] if len(r) > 1 else None)
+    return r, None
+
+
+class FA3(Baseline):
+    """FlashAttention-3 itself: vLLM's prebuilt FA3 library (fa3_vllm) where it is staged, else a
+    `flash_attn_interface` module that is verifiably FA3's (is_real_fa3). A module of that name that
+    is not FA3 (our own kernelseek.attention exposed under it, say) is never taken for it."""
+    name = "fa3"
+    module = "flash_attn_interface"
+
+    def _source(self) -> tuple[str, str]:
+        """("vllm" | "interface" | "", why not)."""
+        op, why = fa3_vllm.load()
+        if op is not None:
+            return "vllm", ""
+        ok, why2 = is_real_fa3(self.module)
+        return ("interface", "") if ok else ("", f"FA3 unavailable: {why}; {why2}")
+
+    def available(self):
+        src, why = self._source()
+        return (True, "") if src else (False, why)
+
+    def version(self):
+        src, _ = self._source()
+        if src == "vllm":
+            return fa3_vllm.version()
+        m = importlib.import_module(self.module)
+        return f"flash_attn_interface {getattr(m, '__version__', 'unknown')} {getattr(m, '__file__', '?')}"
+
+    def supports(self, s):
+        return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,
+                             seqused=True, leftpad=True, fp8=True, dv_differs=True)
+
+    def bind(self, s, inp):
+        if self._source()[0] == "vllm":
+            return Bound(*fa3_vllm.bind(s, inp))
+        return _bind_interface(importlib.import_module(self.module), s, inp)
+
+
+def is_real_fa3(module: str) -> tuple[bool, str]:
+    """Whether `module` is importable AND is FlashAttention-3's: installed by a flash-attn-3
+    distribution (importlib.metadata), not from this checkout, with FA3's entry points."""
+    try:
+        m = importlib.import_module(module)
+    except Exception as e:
+        return False, f"{module} not importable ({type(e).__name__})"
+    from importlib.metadata import packages_distributions
+    from pathlib import Path
+
+    from ..paths import REPO
+    f = Path(getattr(m, "__file__", "") or "").resolve()
+    if not f.name or REPO in f.parents:
+        return False, f"{module} at {f} is not FlashAttention-3 (it comes from this checkout)"
+    dists = packages_distributions().get(module.split(".")[0], [])
+    if not any(d.lower().replace("_", "-").startswith(("flash-attn-3", "flash-attn3", "flashattn-hopper"))
+               for d in dists):
+        return False, f"{module} at {f} is not FlashAttention-3 (installed by {dists or 'no distribution'})"
+    if not all(hasattr(m, n) for n in ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache")):
+        return False, f"{module} at {f} lacks FA3's entry points"
+    return True, ""
+
+
+def _bind_interface(m, s, inp):
+    left, right = s.effective_window
+    common = dict(softmax_scale=s.softmax_scale, causal=s.causal, window_size=(left, right),
+                  softcap=s.softcap)
+    if inp.sinks is not None:
+        common["s_aux"] = inp.sinks
+    if s.dtype == "fp8":
+        common.update(q_descale=inp.q_descale, k_descale=inp.k_descale, v_descale=inp.v_descale)
+    if s.paged or inp.seqused_k is not None or inp.leftpad_k is not None:
+        kw = dict(common, cache_seqlens=inp.seqused_k if inp.seqused_k is not None else _full_seqused(s, inp),
+                  page_table=inp.page_table, cache_leftpad=inp.leftpad_k, num_splits=s.num_splits,
+                  return_softmax_lse=True)
+        return Bound(lambda: m.flash_attn_with_kvcache(inp.q, inp.k, inp.v, **kw), _out_lse)
+    if s.varlen:
+        kw = dict(common, max_seqlen_q=max(s.seqlens_q), max_seqlen_k=max(s.seqlens_k), return_attn_probs=True)
+        return Bound(lambda: m.flash_attn_varlen_func(inp.q, inp.k, inp.v, inp.cu_seqlens_q, inp.cu_seqlens_k, **kw),
+                     _out_lse)
+    kw = dict(common, return_attn_probs=True)
+    return Bound(lambda: m.flash_attn_func(inp.q, inp.k, inp.v, **kw), _out_lse)
