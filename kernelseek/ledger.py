@@ -12,8 +12,8 @@ So a file that appears in a campaign folder is never judged. A folder of runs wi
 no ledger, hence no evaluations. This module imports nothing of kernelseek (store imports it); the
 folder's file names come from store.
 
-    ledger.check(root, trace, numbered, "results.json")   -> Check(verified, problems, forged)
-    ledger.digest(run_dir)                                 the digest the loop records
+    ledger.check(root, trace, numbered, results_name)   -> Check(verified, problems, forged)
+    ledger.digest(results_file)                          the digest the loop records
 """
 from __future__ import annotations
 
@@ -23,17 +23,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 DIGEST = "results_sha256"
-RESULTS = "results.json"
 
 
 class ForgedResults(ValueError):
     """A results file whose bytes differ from the digest the loop recorded for it."""
 
 
-def digest(path) -> str:
-    """sha256 hex of a results.json (a run directory or the file)."""
-    p = Path(path)
-    return hashlib.sha256((p / RESULTS if p.is_dir() else p).read_bytes()).hexdigest()
+def digest(results_file) -> str:
+    """sha256 hex of a results file (store.results_file of a run directory)."""
+    return hashlib.sha256(Path(results_file).read_bytes()).hexdigest()
 
 
 def entries(trace) -> dict[int, dict]:
@@ -66,7 +64,7 @@ class Check:
             raise ForgedResults("; ".join(p for p in self.problems if "does not match" in p))
 
 
-def check(root, trace, numbered: list, results: str = RESULTS) -> Check:
+def check(root, trace, numbered: list, results: str) -> Check:
     """Match a campaign's results files (`numbered`: its evals/<n>/ run directories) against the
     ledger in `trace`. Verified directories are given under `root` as given (not resolved)."""
     given, root = Path(root), Path(root).resolve()

@@ -242,7 +242,7 @@ class Loop:
     def check_goal(self) -> bool:
         """Judge the goal; on a shortfall queue it as the next user message. True when met."""
         v = self.tools.verdict()
-        n = Path(v.where).name if v is not None else None
+        n = self.paths.eval_dirs()[-1].name if self.paths.eval_dirs() else None
         if v is not None and v.met:
             self.emit("goal_check", met=True, eval=n, geomean=v.geomean, shortfall="")
             self.emit("stop", reason="goal met", met=True, eval=n)

@@ -20,7 +20,7 @@ from pathlib import Path
 from .. import ledger
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
-from ..store import is_run, read_meta
+from ..store import is_run, read_meta, results_file
 from .config import Config, Paths
 from .sandbox import Sandbox, SandboxError, cap, scrubbed_environ
 
@@ -178,7 +178,7 @@ class Toolbox:
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
         rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
-                         time.monotonic() - t0, verdict, ledger.digest(dest))
+                         time.monotonic() - t0, verdict, ledger.digest(results_file(dest)))
         self.last_eval = rec
         return rec
 

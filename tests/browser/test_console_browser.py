@@ -124,7 +124,7 @@ def test_console_in_chromium(served, tmp_path):
             shutil.copytree(camp / "evals" / "1", camp / "evals" / "3")
             with open(camp / "trace.jsonl", "a") as f:
                 f.write(json.dumps({"type": "evaluation", "n": 3, "dir": "evals/3",
-                                    "results_sha256": ledger.digest(camp / "evals" / "3")}) + "\n")
+                                    "results_sha256": ledger.digest(camp / "evals" / "3" / "results.json")}) + "\n")
             expect(page.locator(".ks-header")).to_contain_text("4 evaluation(s)", timeout=30_000)
 
             ARTIFACTS.mkdir(exist_ok=True)

@@ -127,7 +127,7 @@ def test_each_attack_fails_and_the_campaign_then_runs_honestly(area, signals):
     assert [c["met"] for c in checks] == [False, False, True] and checks[0]["shortfall"] == "no full evaluation"
     assert [e["n"] for e in events(root, "evaluation")] == [0, 1, 2]     # the refused ones never ran
     assert checks[-1]["eval"] == "2" and len(store.Campaign(root).eval_dirs()) == 3
-    assert all(e["results_sha256"] == ledger.digest(root / e["dir"]) for e in events(root, "evaluation"))
+    assert all(e["results_sha256"] == ledger.digest(root / e["dir"] / "results.json") for e in events(root, "evaluation"))
     start = events(root, "start")[0]
     assert start["confined"] is True and start["sandbox"].startswith("bubblewrap")
     text_all = trace_text(root)

@@ -81,7 +81,7 @@ def _record(c: store.Campaign, n: int) -> None:
     from kernelseek import ledger
     with open(c.trace, "a") as f:
         f.write(json.dumps({"type": "evaluation", "n": n, "dir": f"evals/{n}",
-                            "results_sha256": ledger.digest(c.evals / str(n))}) + "\n")
+                            "results_sha256": ledger.digest(c.evals / str(n) / "results.json")}) + "\n")
 
 
 def test_campaign_evaluations_one_rule(tmp_path):
