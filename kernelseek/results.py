@@ -40,6 +40,7 @@ class Row:
     kernel_ms: float | None = None      # device time of the kernels alone
     host_ms: float | None = None        # host wall time per call (launch + host work)
     sync_ms: float | None = None        # host wall per call until the whole device is idle
+    graph_ms: float | None = None       # per call in CUDA-graph replay (eval --graph), content refreshed
     # baseline
     baseline: str | None = None         # winning baseline's name
     baseline_version: str | None = None
@@ -58,8 +59,9 @@ class Row:
     baseline_tflops: float | None = None
     flops: float | None = None
     min_bytes: float | None = None
-    suspicious: bool = False
+    suspicious: bool = False            # flagged for review (a surprising speedup): not met until reviewed
     suspicious_reason: str = ""
+    runcheck: str = ""                  # the run-time code check: ok | refused | off | unavailable: why
 
     @classmethod
     def from_dict(cls, d: dict) -> "Row":
@@ -90,8 +92,9 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
         "timed": len(timed),
         "geomean_speedup": geomean([r.speedup for r in timed]),
         "worst": {"scenario": worst.scenario, "row": worst.row, "speedup": worst.speedup} if worst else None,
-        "at_parity": sum(r.speedup >= 1.0 for r in timed),
-        "suspicious": sum(bool(r.suspicious) for r in rows),
+        # a flagged row is not counted as met anywhere (review.py): parity counts unflagged rows only
+        "at_parity": sum(r.speedup >= 1.0 and not r.suspicious for r in timed),
+        "suspicious": sum(bool(r.suspicious) for r in rows),        # flagged for review
         "all_correct": n > 0 and len(passed) == n,
     }
 
@@ -168,7 +171,7 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
             f"{(r.row if r.row is not None else ''):>3} {r.scenario[:34]:34} {r.status:8} {f(r.err_ratio, '9.3f')} "
             f"{f(r.time_ms, '9.4f')} {base[:16]:>16} {f(r.baseline_ms, '9.4f')} {f(r.speedup, '7.3f')} "
             f"{f(r.tflops, '8.1f')} {f(r.gbps, '7.0f')}"
-            + ("  SUSPICIOUS" if r.suspicious else "")
+            + ("  FLAGGED (not met until reviewed)" if r.suspicious else "")
             + (f"  [{r.reason[:60]}]" if r.status != "passed" and r.reason else "")
         )
     s = summary or summarize(rows)
@@ -181,6 +184,6 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
         + (f"  worst {w['speedup']:.3f}x ({w['scenario']})" if w else "")
         + f"  at/above parity {s['at_parity']}/{s['timed']}"
         + (f"  n/a {s['na']}" if s["na"] else "")
-        + (f"  suspicious {s['suspicious']}" if s["suspicious"] else "")
+        + (f"  flagged {s['suspicious']} (not met until reviewed)" if s["suspicious"] else "")
     )
     return "\n".join(lines)

@@ -39,9 +39,14 @@ _RES = re.compile(r"^\s*Function\s+(\S+):\s*$")
 
 def listings(path: str | Path) -> dict[str, list[tuple[str, str, str, str]]]:
     """Mangled kernel name -> [(address, text, encoding word 1, encoding word 2)] from cuobjdump -sass."""
+    return parse_listing(sass(path))
+
+
+def parse_listing(text: str) -> dict[str, list[tuple[str, str, str, str]]]:
+    """listings() of a cuobjdump -sass text: each instruction line, then its control word's line."""
     out: dict[str, list] = {}
     cur, pending = None, None
-    for ln in sass(path).splitlines():
+    for ln in text.splitlines():
         if m := _FUNC.match(ln):
             cur = m.group(1)
             out[cur] = []
@@ -92,12 +97,14 @@ def resources(path: str | Path) -> dict[str, dict[str, int]]:
     return out
 
 
-def records(path: str | Path) -> dict[str, dict]:
+def records(path: str | Path, with_dropped: bool = False) -> dict[str, dict]:
     """key -> {mangled, demangled, sha256, instructions, resources, lines} for every kernel of a
-    build (.so/.cubin), or as stored in a reference .json (without lines)."""
+    build (.so/.cubin), or the "kernels" of a reference .json (without lines; with_dropped: and
+    its "dropped")."""
     path = Path(path)
     if path.suffix == ".json":
-        return json.loads(path.read_text())["kernels"]
+        doc = json.loads(path.read_text())
+        return {**doc["kernels"], **(doc.get("dropped", {}) if with_dropped else {})}
     lst, res = listings(path), resources(path)
     names = list(lst)
     out = {}
@@ -146,11 +153,12 @@ def table(rows: list[dict]) -> str:
 
 def write_reference(build: str | Path, out: str | Path, drop: list[str] = (), note: str = "",
                     flags: str = "", nvcc: str = "") -> dict:
-    """Write the records of `build` (minus keys matching any `drop` regex) to `out` as JSON."""
-    recs = records(build)
-    kept = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in recs.items()
-            if not any(re.search(d, k) for d in drop)}
+    """Write the records of `build` to `out` as JSON: under "kernels" those the reference is about,
+    under "dropped" those whose key matches a `drop` regex (kept for other checks)."""
+    recs = {k: {f: v for f, v in r.items() if f != "lines"} for k, r in records(build).items()}
+    gone = {k for k in recs if any(re.search(d, k) for d in drop)}
     doc = {"source": str(build), "note": note, "nvcc": nvcc, "flags": flags, "drop": list(drop),
-           "dropped": sorted(set(recs) - set(kept)), "kernels": kept}
+           "kernels": {k: r for k, r in recs.items() if k not in gone},
+           "dropped": {k: r for k, r in recs.items() if k in gone}}
     Path(out).write_text(json.dumps(doc, indent=1, sort_keys=True) + "\n")
     return doc

@@ -32,7 +32,7 @@
 #                                      WIP_PROBES=0 skips the probes (a host-side patch)
 #   bash tools/gpu_round.sh jitter     FA4's host time per call on rows 20 and 22, per CPU and over
 #                                      time (tools/host_jitter.py; issue 3)
-# KERNEL: the kernel (default kernels/fa3_hopper/, else the file kernels/fa3_hopper.cu it was split from).
+# KERNEL: the kernel, a folder or a .cu file (default kernels/fa3_hopper).
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
 # Export KSEEK_GIT_REV=<commit> first: the device copy has no usable git.
 set -uo pipefail
@@ -40,7 +40,7 @@ cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source tools/site.sh  # pyelftools from .whl/ (the profile phase imports the build), FA4 if staged
 A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
-K=${KERNEL:-$([ -d kernels/fa3_hopper ] && echo kernels/fa3_hopper || echo kernels/fa3_hopper.cu)}
+K=${KERNEL:-kernels/fa3_hopper}
 PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
 # probe_fa3's quick gate: the shipped schedule and the forced-dynamic pass, no timings (about 2 min
 # with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH unset (env -u) for all.

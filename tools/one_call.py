@@ -1,4 +1,4 @@
-"""Call kernels/fa3_hopper.cu (through kernelseek.attention) on one dense shape, N times: the
+"""Call kernels/fa3_hopper (through kernelseek.attention) on one dense shape, N times: the
 command to put under `kernelseek profile -- ...` (Nsight Compute) for one bench26 row.
 
     python tools/one_call.py B S H D causal [N]      e.g. 32 512 16 128 1 5  (bench26 row 4)

@@ -24,6 +24,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("new", nargs="?", help="the build to compare with OLD")
     ap.add_argument("--diff", action="append", default=[], help="print the normalised listing diff of the "
                     "kernels whose key contains this text (both sides must be builds)")
+    ap.add_argument("--with-dropped", action="store_true", help="OLD is a reference .json: compare NEW's "
+                    "kernels with its dropped kernels too, and list only those NEW has (a variant build)")
     ap.add_argument("--write", help="write OLD's records to this .json (no comparison)")
     ap.add_argument("--drop", action="append", default=[], help="with --write: leave out keys matching this regex")
     ap.add_argument("--note", default="", help="with --write: a note stored in the file")
@@ -36,7 +38,9 @@ def main(argv: list[str] | None = None) -> int:
         return 0
     if not a.new:
         ap.error("NEW is required unless --write is given")
-    old, new = SI.records(a.old), SI.records(a.new)
+    old, new = SI.records(a.old, a.with_dropped), SI.records(a.new)
+    if a.with_dropped:
+        old = {k: v for k, v in old.items() if k in new}
     rows = SI.compare(old, new)
     print(SI.table(rows))
     for pat in a.diff:

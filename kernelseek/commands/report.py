@@ -10,9 +10,8 @@ from pathlib import Path
 
 from . import UserError, about, existing, user_input
 from .. import report as RP
-from .. import results
+from .. import results, store
 from ..bounds import load_ceilings
-from ..history import campaign_evals
 
 
 def register(subparsers) -> None:
@@ -27,8 +26,8 @@ def register(subparsers) -> None:
 
 def _check_inputs(args) -> None:
     run = existing(args.run, "run or campaign directory")
-    if (run / "evals").is_dir():
-        runs = campaign_evals(run)
+    if store.Campaign(run).evals.is_dir():
+        runs = store.campaign_evals(run)
         if not runs:
             raise UserError(f"{run}: no evaluations under evals/")
     else:

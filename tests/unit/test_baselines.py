@@ -3,6 +3,9 @@ import sys
 from pathlib import Path
 
 import pytest
+
+from kernelseek.baselines import fa3_vllm
+from kernelseek.baselines.flash_attn import _bind_interface
 import torch
 
 from kernelseek import baselines
@@ -46,11 +49,22 @@ def test_unknown_baseline_names_the_known_ones():
 
 
 @pytest.fixture
-def fa3(monkeypatch):
+def standin(monkeypatch):
+    """tests/fixtures/fa3_standin's flash_attn_interface: FA3's calling convention over a reference,
+    to test how the adapter calls FA3's Python interface. It is never taken for FA3 itself."""
     monkeypatch.syspath_prepend(STANDIN)
+    monkeypatch.setattr(fa3_vllm, "candidates", lambda: [])     # no staged FA3 library either
+    fa3_vllm.load.cache_clear()
     sys.modules.pop("flash_attn_interface", None)
-    yield baselines.FA3()
+    import flash_attn_interface
+    yield flash_attn_interface
     sys.modules.pop("flash_attn_interface", None)
+    fa3_vllm.load.cache_clear()
+
+
+def test_the_standin_is_never_taken_for_fa3(standin):
+    ok, why = baselines.FA3().available()
+    assert not ok and "not FlashAttention-3" in why and "checkout" in why
 
 
 @pytest.mark.parametrize("kw", [
@@ -60,13 +74,11 @@ def fa3(monkeypatch):
     dict(seqlen_q=2, seqlen_k=50, page_size=8, cache_seqlens=(50, 21), leftpad=(3, 0), kind="decode"),
     dict(seqlen_q=1, seqlen_k=64, page_size=16, kind="decode", sinks=True),
 ])
-def test_fa3_adapter_through_standin_matches_reference(fa3, kw):
+def test_fa3_interface_calls_through_standin_match_reference(standin, kw):
     s = sc(**kw)
-    assert fa3.available()[0], fa3.available()
-    assert fa3.supports(s)[0]
-    assert fa3.version().startswith("flash_attn_interface standin")
+    assert baselines.FA3().supports(s)[0]
     inp = make_inputs(s, seed=3)
-    b = fa3.bind(s, inp)
+    b = _bind_interface(standin, s, inp)
     o, lse = b.result(b.call())
     ref32, reflp = attention_ref(s, inp, "fp32"), attention_ref(s, inp, "lowp")
     c = check_output(s, o, lse, ref32, reflp)

@@ -1,4 +1,5 @@
-"""kernels/fa3_hopper.cu built with the real nvcc (sm_90a), as CI can without a GPU.
+"""kernels/fa3_hopper (the folder, from its one translation unit) built with the real nvcc (sm_90a),
+as CI can without a GPU.
 
 What the H200 runs rely on and a compile can show: the file builds, passes the constraint check
 (no cuBLAS/cuDNN/CUTLASS/CuTe, no dlopen), no kernel spills, and each path uses the instructions it
@@ -7,11 +8,13 @@ is meant to: HGMMA + TMA for bf16/fp16 prefill, QGMMA for fp8, mma.sync (HMMA) w
 """
 from __future__ import annotations
 
+import re
+
 import pytest
 
 from kernelseek import build as kb, constraints, profile
 
-FA3 = kb.REPO_KERNELS / "fa3_hopper.cu"
+FA3 = kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu"   # the folder's translation unit
 
 
 @pytest.fixture(scope="module")
@@ -45,3 +48,27 @@ def test_each_path_uses_its_instructions(built):
     assert fp8["QGMMA"] >= 8 and fp8["HGMMA"] == 0
     decode = profile.instruction_mix(text, "_ZN3dec14splitkv_kernelI13__nv_bfloat16Li128E")
     assert decode["HMMA"] > 0 and decode["LDGSTS"] > 0 and decode["HGMMA"] == 0
+
+
+def test_no_environment_read_in_the_kernel():
+    """The A/B switches are build variants (variants.cuh), not getenv in the call path."""
+    files = [f for f in sorted((kb.REPO_KERNELS / "fa3_hopper").iterdir()) if f.suffix in (".cu", ".cuh")]
+    assert len(files) >= 10
+    for f in files + [kb.REPO_KERNELS / "naive_core.cuh"]:
+        assert not re.search(r"\bgetenv\s*\(", f.read_text()), f.name
+
+
+def test_fallback_variant_builds_only_the_fallback(tmp_path_factory):
+    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_FORCE_FALLBACK=1"],
+                 cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
+    assert r.ok, r.log[-3000:]
+    names = sorted(k["demangled"] for k in r.ptxas)
+    assert len(names) == 6 and all(n.startswith("void naive::naive_fwd_kernel<") for n in names), names
+
+
+@pytest.mark.parametrize("flag, says", [("-DKSEEK_FA3_BN=100", "KSEEK_FA3_BN must be"),
+                                        ("-DKSEEK_FA3_VARIANT=3", "KSEEK_FA3_VARIANT must be"),
+                                        ("-DKSEEK_FA3_SCHED=fast", "sched_fast")])
+def test_a_bad_variant_value_fails_to_build_naming_it(tmp_path, flag, says):
+    r = kb.build(FA3, extra_flags=[flag], cache_dir=tmp_path)
+    assert not r.ok and says in r.log, r.log[-2000:]

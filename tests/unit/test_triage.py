@@ -272,13 +272,15 @@ def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
 
 def test_history_of_the_committed_fa3_versions(tmp_path):
     """The version history of kernels/fa3_hopper.cu from the committed H200 runs: versions in the order
-    they ran, variants (kernel switches set in KSEEK_*) left out, medians over each version's runs."""
+    they ran, variants (kernel switches set in KSEEK_*) left out, medians over each version's runs;
+    asked by the name of the folder it was split into (kernels/fa3_hopper), the same history."""
     import shutil
     from kernelseek.mainjob import committed_runs
     runs = committed_runs(grid="bench26")
     df = triage.history(runs, kernel="kernels/fa3_hopper.cu")
     vs = list(df["version"])
     assert vs[0] == "v2" and vs[-2:] == ["v10", "v12"] and len(set(vs)) == len(vs)
+    assert list(triage.history(runs, kernel="kernels/fa3_hopper")["version"]) == vs
     assert df.attrs["variants_left_out"] == 2       # v3var2 (KSEEK_FA3_VARIANT), v4section (KSEEK_FA3_ORDER)
     v12 = [p for p in runs if p.name.endswith("fa3_hopper-v12")]
     gms = sorted(results.summarize(results.load(p)[0])["geomean_speedup"] for p in v12)
