@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
+from .paths import PACKAGE, REPO
 from .redact import SECRET_NAME
 
-REPO = Path(__file__).resolve().parent.parent
 ENV_BWRAP, ENV_RO = "KSEEK_BWRAP", "KSEEK_SANDBOX_RO"
 SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
             "NVIDIA_VISIBLE_DEVICES", "NVIDIA_DRIVER_CAPABILITIES", "LD_LIBRARY_PATH", "VIRTUAL_ENV",
@@ -249,7 +249,7 @@ def worker_jail(libraries, scratch, environ=None) -> Jail:
     GPU devices; KSEEK_* settings pass."""
     env_in = os.environ if environ is None else environ
     scratch = Path(scratch)
-    pkg = Path(__file__).resolve().parent
+    pkg = PACKAGE
     paths = _python_path(env_in)
     ro = [pkg, *paths] + sorted({Path(p).resolve().parent for p in libraries if p})
     extra = {"PYTHONPATH": ":".join([str(pkg.parent), *map(str, paths)]), "PYTHONNOUSERSITE": "1",
@@ -264,3 +264,28 @@ def worker_jail(libraries, scratch, environ=None) -> Jail:
         extra[var] = str(dst)
     env = clean_env(env_in, home=str(scratch), extra=extra, prefixes=("KSEEK_",))
     return Jail(ro=ro, rw=[scratch], gpu=True, env=env, chdir=str(scratch), new_session=False)
+
+
+def confined_worker(worker_cmd, so, baseline: str, arch: str, log_path, extra_env: dict):
+    """(kernelseek.worker.Worker under bubblewrap, its scratch folder): it sees the package, the
+    candidate library, the prebuilt original:FILE.cu baselines, the run-time check's shim, its scratch
+    (removed by the caller afterwards) and the GPU; results come back over its pipe."""
+    import json
+    import tempfile
+
+    from . import build as B
+    from .baselines.original import PREBUILT_ENV, original_paths
+    from .worker import Worker
+    libs, prebuilt, sources = [so], {}, []
+    for f in original_paths(baseline):
+        r = B.build(f, arch=arch, confine=confined_nvcc)
+        if r.ok:
+            prebuilt[f] = str(r.so_path)
+            libs.append(r.so_path)
+            sources.append(Path(f).resolve())
+    scratch = tempfile.mkdtemp(prefix="kseek-worker-")
+    env = dict(os.environ, **extra_env, **({PREBUILT_ENV: json.dumps(prebuilt)} if prebuilt else {}))
+    jail = worker_jail(libs, scratch, env)
+    jail.ro += sources + [Path(p) for p in [env.get("KSEEK_TRUST_SHIM")] if p and Path(p).is_file()]
+    cmd = jail.argv(worker_cmd or [sys.executable, "-m", "kernelseek.worker"], require("the worker"))
+    return Worker(cmd=cmd, env=jail.env, log_path=log_path), scratch

@@ -11,14 +11,12 @@ rows, derives speedup and rates, fails rows faster than the GPU's datasheet peak
 """
 from __future__ import annotations
 
-import json
 import os
 import shlex
 import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -261,11 +259,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
     t_start = time.perf_counter()
-    nvcc_jail = None
-    if confine:                            # before anything runs: a clear error, not a silent fallback
-        from .confine import confined_nvcc, require
-        require("a confined evaluation")
-        nvcc_jail = confined_nvcc
+    nvcc_jail = _build_hook(confine)       # bubblewrap checked before anything runs: no silent fallback
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
     kpath = Path(kernel)
@@ -368,29 +362,23 @@ def note_baselines(seen: dict, reply: dict) -> None:
         rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 
-def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict):
-    """The worker (and its scratch folder, confined): plain, or under bubblewrap seeing only the package,
-    the candidate library, the prebuilt original:FILE.cu baselines, the run-time check's shim, its
-    scratch and the GPU. `extra_env`: KSEEK_* settings for the worker (the defence's)."""
-    from .worker import Worker
+def _build_hook(confine: bool):
+    """build.build's `confine` hook for a confined evaluation (None otherwise); requires bubblewrap."""
     if not confine:
-        return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
-    from . import build as B
-    from .baselines.original import PREBUILT_ENV, original_paths
-    from .confine import confined_nvcc, require, worker_jail
-    libs, prebuilt, sources = [so], {}, []
-    for f in original_paths(baseline):
-        r = B.build(f, arch=arch, confine=confined_nvcc)
-        if r.ok:
-            prebuilt[f] = str(r.so_path)
-            libs.append(r.so_path)
-            sources.append(Path(f).resolve())
-    scratch = tempfile.mkdtemp(prefix="kseek-worker-")
-    env = dict(os.environ, **extra_env, **({PREBUILT_ENV: json.dumps(prebuilt)} if prebuilt else {}))
-    jail = worker_jail(libs, scratch, env)
-    jail.ro += sources + [Path(p) for p in [env.get("KSEEK_TRUST_SHIM")] if p and Path(p).is_file()]
-    cmd = jail.argv(worker_cmd or [sys.executable, "-m", "kernelseek.worker"], require("the worker"))
-    return Worker(cmd=cmd, env=jail.env, log_path=log_path), scratch
+        return None
+    from .confine import confined_nvcc, require
+    require("a confined evaluation")
+    return confined_nvcc
+
+
+def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict):
+    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
+    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
+    if confine:
+        from .confine import confined_worker
+        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
+    from .worker import Worker
+    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
 
 
 def _progress(items, on: bool):

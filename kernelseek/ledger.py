@@ -74,7 +74,7 @@ def check(root, trace, numbered: list, results: str) -> Check:
                           "evaluations are not judged")
         return c
     for n, ev in sorted(entries(trace).items()):
-        d = (root / str(ev.get("dir") or f"evals/{n}")).resolve()
+        d = (root / str(ev.get("dir") or "")).resolve()      # the loop writes dir, relative to the campaign
         if root not in d.parents:
             c.problems.append(f"ledger entry {ev.get('id')}: dir {ev.get('dir')!r} is outside the campaign")
         elif not (d / results).is_file():
