@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -186,4 +187,18 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
         + (f"  n/a {s['na']}" if s["na"] else "")
         + (f"  flagged {s['suspicious']} (not met until reviewed)" if s["suspicious"] else "")
     )
-    return "\n".join(lines)
+    return "\n".join(lines + table_notes(rows))
+
+
+def table_notes(rows: list[Row]) -> list[str]:
+    """The footnote printed under format_table: what each column means and why a row is flagged."""
+    notes = ["columns: err/bound = our max error / the allowed error (passes at <= 1); ms = our time per call "
+             "(median, host work included); baseline = the library timed beside it; base ms = its time per call; "
+             "speedup = base ms / ms (above 1: we are faster); TFLOP/s, GB/s = our FLOPs and minimum bytes per second."]
+    flagged = [r for r in rows if r.suspicious]
+    if flagged:
+        notes.append("FLAGGED (not met until reviewed) = a speedup too large to trust unchecked (above the flag "
+                     "line over the best baseline): the goal counts the row as not met until `kernelseek review "
+                     "RUN --scenario S --note ...` records that someone checked the benchmark: " + "; ".join(f"{f'row {r.row}' if r.row is not None else r.scenario}: "
+                                                  f"{r.suspicious_reason or 'flagged'}" for r in flagged))
+    return [textwrap.fill(n, 115, subsequent_indent="  ") for n in notes]

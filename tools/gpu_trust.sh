@@ -35,7 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from kernelseek import build as B, runcheck
 print("shim", runcheck.build_shim(), flush=True)
-files = [Path("kernels/fa3_hopper.cu"), Path("kernels/naive_fwd.cu"), *sorted(Path("tests/adversarial").glob("*.cu"))]
+files = [Path("kernels/fa3_hopper"), Path("kernels/naive_fwd.cu"), *sorted(Path("tests/adversarial").glob("*.cu"))]
 with ThreadPoolExecutor(12) as ex:
     for f, r in zip(files, ex.map(B.build, files)):
         print(f, "ok" if r.ok else "FAILED", f"{r.seconds:.0f} s", flush=True)
@@ -58,7 +58,7 @@ echo "pytest rc=$?"; tail -25 "$OUT/adversarial.log"
 log "defence cost: fa3_hopper, bench26 rows, defence on then off"
 for mode in on off; do
   flag=""; [ "$mode" = off ] && flag="--no-defence"
-  timeout $(left 80) python3 -m kernelseek eval kernels/fa3_hopper.cu --grid bench26 --scenarios 1,4,9,20,23 \
+  timeout $(left 80) python3 -m kernelseek eval kernels/fa3_hopper --grid bench26 --scenarios 1,4,9,20,23 \
     --baseline cudnn --no-progress --runs-dir "$OUT/runs/trust-$mode" $flag > "$OUT/cost-$mode.log" 2>&1
   echo "cost $mode rc=$?"; tail -3 "$OUT/cost-$mode.log"
 done

@@ -269,7 +269,11 @@ def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
     ax = fig.axes[0]
     shaded = [pt for pt in ax.patches if pt.get_alpha() == pytest.approx(0.18)]
     assert len(shaded) == 5                                   # rows 4, 17, 18, 20, 22
-    assert len(ax.get_legend().get_texts()) == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    # every run by its full name (not cut), then the range line, both shadings and parity
+    assert legend[:3] == [f"run {i + 1}: {p.name}" for i, p in enumerate(V10)]
+    assert any("only the baseline" in t for t in legend) and any("our time moved" in t for t in legend)
+    assert fig.axes[0].get_xticklabels()[3].get_text() == "4 prefill_d128_s512_causal"     # rows named
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
 
@@ -350,9 +354,15 @@ def test_history_plot_clips_and_labels_early_versions(tmp_path):
     fig = history_plot(df)
     ax = fig.axes[0]
     groups = [c for c in df.columns if c.startswith(("prefill", "decode"))]
-    assert len(ax.get_lines()) == len(groups) + 3          # groups, all rows, worst row, parity line
+    # groups, all rows, worst row, parity line, the down arrows of the clipped versions
+    assert len(ax.get_lines()) == len(groups) + 4
     assert ax.get_ylim()[0] == pytest.approx(0.5)          # v2's decode rows (0.13x) would squash the rest
-    clipped = [t.get_text() for t in ax.texts]
-    assert len(clipped) == 2 and all("\u2193" in t for t in clipped)
+    arrows = ax.get_lines()[-1]
+    assert list(arrows.get_xdata()) == [0, 1]              # v2 and v3var1 have values off the axis
+    v2 = df.iloc[0]
+    note = ax.get_xlabel().splitlines()[-1]                # the arrows' values, printed under the plot
+    assert note.startswith("\u2193 values below 0.5") and f"v2: worst row {v2['worst']:.2f}" in note
+    assert any("off the axis" in t.get_text() for t in ax.get_legend().get_texts())
+    assert all("\u00d7" not in t.get_text() for t in ax.get_yticklabels())    # plain numbers, no 2x10^0
     fig.savefig(tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 10_000
