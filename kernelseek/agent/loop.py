@@ -131,7 +131,8 @@ class Loop:
         self.log = log or (lambda *a, **k: None)
         self.writer = traces.TraceWriter(self.paths.trace)
         self.events = traces.read(self.paths.trace)
-        self.sandbox = Sandbox(self.paths.workspace, self.cfg.shell_timeout_s, self.cfg.output_cap, self.cfg.sandbox)
+        self.sandbox = Sandbox(self.paths.workspace, self.cfg.shell_timeout_s, self.cfg.output_cap, self.cfg.sandbox,
+                               hide=[self.paths.root.parent])
         self.tools = Toolbox(self.cfg, self.paths, self.sandbox, evaluator or make_evaluator(self.cfg.evaluator))
         self.arm = make_arm(self.cfg, self.paths)
         self.arm.restore(self.events)
@@ -151,7 +152,8 @@ class Loop:
         if last_stop is not None and (last_stop.get("met") or Spend.from_events(self.events).exceeded(self.budget)):
             self.log(f"campaign already stopped: {last_stop.get('reason')}")
             return self.outcome(last_stop.get("reason", ""), bool(last_stop.get("met")))
-        info = dict(git_rev=_git_rev(), gpu=gpu_name(), sandbox=self.sandbox.protection, api=self.cfg.base_url or DEFAULT_API,
+        info = dict(git_rev=_git_rev(), gpu=gpu_name(), sandbox=self.sandbox.protection, confined=self.sandbox.confined,
+                    api=self.cfg.base_url or DEFAULT_API,
                     arm=self.cfg.arm, model=self.cfg.model, budget=self.budget.to_dict(), host=platform.node(),
                     python=sys.version.split()[0])
         if not started:
@@ -286,8 +288,13 @@ def _git_rev() -> str:
 
 
 def run_campaign(root, **kw) -> Outcome:
-    """Start or continue the campaign in `root` (see Loop)."""
-    return Loop(root, **kw).run()
+    """Start or continue the campaign in `root` (see Loop). What it prints and any error it raises
+    leave with secrets redacted (an API error may echo the key; a notebook records both)."""
+    from ..redact import redacting, redacting_errors
+    if "log" in kw:
+        kw["log"] = redacting(kw["log"])
+    with redacting_errors():
+        return Loop(root, **kw).run()
 
 
 __all__ = ["Loop", "Outcome", "MissingKey", "CampaignCrash", "make_client", "run_campaign", "rebuild", "Paths"]
