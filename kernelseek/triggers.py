@@ -283,7 +283,9 @@ def correctness_excuse(h: History, classify: Classifier | None = None) -> Moment
 
 def detect(h: History, *, classify: Classifier | None = None, noise: float | None = None,
            n: int = PLATEAU_EVALS, minutes: float | None = None, jump: float = DEFAULT_JUMP) -> list[Moment]:
-    """Every moment that fires now, most urgent first."""
+    """Every moment that fires now, most urgent first, each aimed at the groups its evidence
+    points to (question_focus.aim)."""
+    from .question_focus import aim
     found = [correctness_excuse(h, classify), suspicious_gain(h, jump), limit_claim(h, classify),
              plateau(h, n, minutes, noise), start(h)]
-    return [m for m in found if m is not None]
+    return [aim(m, h) for m in found if m is not None]
