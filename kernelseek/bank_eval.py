@@ -287,3 +287,27 @@ def table(result: dict):
     """The summary as a pandas DataFrame (rows: tuning, held_back, all)."""
     import pandas as pd
     return pd.DataFrame({p: result[p] for p in ("tuning", "held_back", "all")}).T
+
+
+def figure(result: dict):
+    """Top-1 and top-3 hit rates of the bank and the two baselines, tuning and held-back parts."""
+    from matplotlib.figure import Figure
+    fig = Figure(figsize=(7.5, 3.8), layout="constrained")
+    arms = (("bank", "top1", "top3", "#2980b9"), ("random pick", "random_top1", "random_top3", "#95a5a6"),
+            ("most common category", "common_top1", "common_top3", "#e67e22"))
+    for i, part in enumerate(("tuning", "held_back")):
+        ax = fig.add_subplot(1, 2, i + 1)
+        s = result[part]
+        for j, (name, k1, k3, c) in enumerate(arms):
+            for x, k in ((0, k1), (1, k3)):
+                v = 0.0 if math.isnan(s[k]) else s[k]
+                ax.bar(x + 0.27 * (j - 1), v, width=0.26, color=c, label=name if x == 0 else None)
+                ax.annotate(f"{100 * v:.0f}", (x + 0.27 * (j - 1), v), ha="center", va="bottom", fontsize=7)
+        ax.set_xticks([0, 1], ["top-1", "top-3"])
+        ax.set_ylim(0, 1.1)
+        ax.set_title(f"{part.replace('_', '-')} ({s['should_fire']} should fire, "
+                     f"precision {_pct(s['precision']).strip()})", fontsize=9)
+        if i == 0:
+            ax.set_ylabel("share with a helpful question")
+    fig.legend(*fig.axes[0].get_legend_handles_labels(), loc="outside lower center", ncol=3, fontsize=8)
+    return fig
