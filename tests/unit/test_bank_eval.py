@@ -116,8 +116,9 @@ def test_shipped_benchmark_loads_and_every_label_has_a_reason():
     for s in sits:
         assert len(s.reason) > 40 and s.moved and s.source, s.id
         assert set(s.categories) <= set(bank.GROUPS)
-    held = sorted(ids)[2::3]                                         # every third id, fixed up front
-    assert sorted(s.id for s in sits if s.held_back) == held
+    late = {i for i in ids if i.startswith("ours-late-")}           # added after the tuning: held
+    held = set(sorted(set(ids) - late)[2::3]) | late                 # every third id, fixed up front
+    assert {s.id for s in sits if s.held_back} == held
     seeds = {s.id: s for s in sits}
     # the seeds' numbers, kept exactly
     g = seeds["seed-gap-triage-fallback"].history.evaluations[-1]
