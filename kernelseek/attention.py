@@ -1,4 +1,4 @@
-"""FlashAttention-3-compatible Python API over our kernel (kernels/fa3_hopper.cu by default).
+"""FlashAttention-3-compatible Python API over our kernel (the kernel folder kernels/fa3_hopper/ by default).
 
     from kernelseek.attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
 
@@ -9,8 +9,8 @@ per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through pag
 cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
 What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
 cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel (the folder kernels/fa3_hopper/, or the file it was split from) is built once per process
-(KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a kernel folder).
+The kernel is built once per process (KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a
+kernel folder).
 """
 from __future__ import annotations
 
@@ -19,8 +19,7 @@ from dataclasses import dataclass
 
 from .paths import KERNELS
 
-DEFAULT_KERNEL = next((p for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu") if p.exists()),
-                      KERNELS / "fa3_hopper")
+DEFAULT_KERNEL = KERNELS / "fa3_hopper"
 _LIBS: dict[str, object] = {}
 
 

@@ -29,6 +29,7 @@ VERBS = {
     "sass": "instruction mix of a built kernel, or the difference of two",
     "bank": "the question bank: lint, list, ask",
     "goal": "the goal verdict on a run directory (exit 0 only when met)",
+    "review": "review a flagged row, so the goal can count it (or --list a run's flags)",
     "hook": "Claude Code hooks (stop)",
     "init": "add KernelSeek's Stop hook to a project's .claude/settings.json",
     "campaign": "agent campaigns: run, resume, matrix, restore, status",

@@ -62,7 +62,31 @@ def family(name: str) -> str:
     return "CuTe"
 
 
+# nvcc names a file's anonymous namespace after the file: `_GLOBAL__N__fa56f966_11_nocublas_cu_8020c445`
+# (a hash, then the length-prefixed `<stem>_cu`, then a hash). A file called nocublas.cu or
+# cutlass_free.cu puts a library name into every symbol of its kernels, which says nothing about what
+# the code does: such ids are cut out before matching (only these exact, length-checked ids, so a
+# real `cublasSgemm_v2` string elsewhere in the same name or section is still found).
+_FILE_ID = re.compile(r"_(\d+)_")
+
+
+def strip_file_ids(name: str) -> str:
+    """`name` with nvcc's file-derived namespace ids (`_<n>_<stem>_cu_<hex8>`) removed."""
+    out, i = [], 0
+    for m in _FILE_ID.finditer(name):
+        if m.start() < i:
+            continue
+        n = int(m.group(1))
+        body = name[m.end():m.end() + n]
+        tail = name[m.end() + n:m.end() + n + 9]
+        if len(body) == n and body.endswith(("_cu", "_cuh")) and re.fullmatch(r"_[0-9a-f]{8}", tail):
+            out.append(name[i:m.start()] + "_<file>")
+            i = m.end() + n + 9
+    return "".join(out) + name[i:]
+
+
 def forbidden_name(name: str) -> bool:
+    name = strip_file_ids(name)
     return bool(_LIB_NAME.search(name) or _MANGLED.search(name))
 
 

@@ -5,7 +5,8 @@
     kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
 Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
-rows, derives speedup and rates, flags suspicious results, and writes the run directory
+rows, derives speedup and rates, fails rows faster than the GPU's datasheet peaks
+(peaks.py), flags surprising ones for review, and writes the run directory
 (results.json, meta.json, build/). Exit codes are listed in `kernelseek --help` (cli.EXIT_CODES).
 """
 from __future__ import annotations
@@ -18,6 +19,7 @@ import sys
 import time
 from pathlib import Path
 
+from . import peaks
 from . import results as R
 from . import store
 from .paths import REPO
@@ -44,29 +46,50 @@ def git_revision() -> str:
         return "unknown"
 
 
-def load_ceilings(gpu: str | None) -> dict | None:
-    """The committed ceilings for exactly this GPU (data/ceilings/<slug>.json), if measured."""
-    from .bounds import gpu_slug, load_ceilings as _load
-    if not gpu:
-        return None
-    try:
-        c = _load(gpu)
-    except FileNotFoundError:
-        return None
-    return c if c.get("slug", gpu_slug(c.get("gpu", ""))) == gpu_slug(gpu) else None
+def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = None) -> R.Row:
+    """A results row from a worker reply: winner, speedup, rates, the fail line, the review flag.
 
-
-def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) -> R.Row:
-    """A results row from a worker reply: winner, speedup, rates, suspicious flag."""
+    `lines`: the GPU's fail lines (peaks.lines_for(gpu)); a passed row faster than they allow is
+    failed with the reason. The flag (`suspicious`) is for the merely surprising: a speedup above
+    SUSPICIOUS_SPEEDUP against the best baseline in wall-clock and device time alike. Measured
+    ceilings play no part here (they are information: bounds.py)."""
     row = R.Row(scenario=s.name, row=s.row, grid=grid, features=s.features(), flops=s.flops(),
                 min_bytes=s.min_bytes())
     row.status = reply.get("status", "error")
     row.reason = reply.get("reason", "")
     for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
-              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms"):
+              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms"):
         setattr(row, k, reply.get(k))
+    row.runcheck = reply.get("runcheck") or ""
     bl = reply.get("baselines") or {}
     row.baselines = bl
+    _pick_baseline(row, bl, reply)
+    if row.status == "passed" and row.time_ms:
+        why = peaks.impossible(lines, s.dtype, row.flops, row.min_bytes,
+                               {"time_ms": row.time_ms, "graph_ms": reply.get("graph_ms")})
+        if why:
+            row.status, row.reason = "failed", why
+    if row.status == "passed" and row.time_ms:
+        row.tflops = row.flops / (row.time_ms * 1e-3) / 1e12
+        row.gbps = row.min_bytes / (row.time_ms * 1e-3) / 1e9
+        if row.baseline_ms:
+            row.speedup = row.baseline_ms / row.time_ms
+        if row.baseline_kernel_ms and row.kernel_ms:
+            row.kernel_speedup = row.baseline_kernel_ms / row.kernel_ms   # cycles, not wall-clock
+    # A large gain in wall-clock time that device time also shows; a gain only in wall-clock time
+    # against a host-bound baseline (tiny shapes, Python dispatch) is reported by kernel_speedup.
+    # Tiny shapes, where the baseline's kernels take under SUSPICIOUS_MIN_BASE_KERNEL_MS, are left
+    # to the fail lines (a one-block kernel beats a tiled one there honestly).
+    tiny = row.baseline_kernel_ms is not None and row.baseline_kernel_ms < SUSPICIOUS_MIN_BASE_KERNEL_MS
+    if row.speedup and row.speedup > SUSPICIOUS_SPEEDUP and not tiny and (
+            row.kernel_speedup is None or row.kernel_speedup > SUSPICIOUS_SPEEDUP):
+        row.suspicious = True
+        row.suspicious_reason = f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x"
+    return row
+
+
+def _pick_baseline(row: R.Row, bl: dict, reply: dict) -> None:
+    """The fastest real baseline that passed (a stand-in is reported beside, never as `best`)."""
     timed = {n: b for n, b in bl.items() if b.get("status") == "passed" and b.get("time_ms")}
     stand = {n: b for n, b in timed.items() if "standin" in n}
     real = {n: b for n, b in timed.items() if n not in stand}
@@ -83,33 +106,6 @@ def make_row(s: Scenario, grid: str, reply: dict, ceilings: dict | None = None) 
         skipped = "; ".join(reply.get("baselines_skipped") or [])
         row.baseline_status = "n/a"
         row.baseline_reason = why or skipped or "no baseline computes this scenario"
-    if row.status == "passed" and row.time_ms:
-        row.tflops = row.flops / (row.time_ms * 1e-3) / 1e12
-        row.gbps = row.min_bytes / (row.time_ms * 1e-3) / 1e9
-        if row.baseline_ms:
-            row.speedup = row.baseline_ms / row.time_ms
-        if row.baseline_kernel_ms and row.kernel_ms:
-            row.kernel_speedup = row.baseline_kernel_ms / row.kernel_ms   # cycles, not wall-clock
-    flags = []
-    # A large gain in wall-clock time that device time also shows; a gain only in wall-clock time
-    # against a host-bound baseline (tiny shapes, Python dispatch) is reported by kernel_speedup.
-    # Tiny shapes, where the baseline's kernels take under SUSPICIOUS_MIN_BASE_KERNEL_MS, are left
-    # to the ceiling checks below (a one-block kernel beats a tiled one there honestly).
-    tiny = row.baseline_kernel_ms is not None and row.baseline_kernel_ms < SUSPICIOUS_MIN_BASE_KERNEL_MS
-    if row.speedup and row.speedup > SUSPICIOUS_SPEEDUP and not tiny and (
-            row.kernel_speedup is None or row.kernel_speedup > SUSPICIOUS_SPEEDUP):
-        flags.append(f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x")
-    if ceilings and row.tflops:
-        key = "fp8_tflops" if s.dtype == "fp8" else f"{s.dtype}_tflops"
-        peak = ceilings.get(key)
-        if peak and row.tflops > peak:
-            flags.append(f"{row.tflops:.0f} TFLOP/s above the measured {key} ceiling {peak:.0f}")
-        bw = ceilings.get("read_gbps") or ceilings.get("copy_gbps")
-        if bw and row.gbps and row.gbps > bw * 1.02:
-            flags.append(f"{row.gbps:.0f} GB/s above the measured bandwidth ceiling {bw:.0f}")
-    row.suspicious = bool(flags)
-    row.suspicious_reason = "; ".join(flags)
-    return row
 
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -247,10 +243,15 @@ def _start_meta(seed: int) -> dict:
 def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-             command: str = "", defines: dict | None = None) -> tuple[Path, list[R.Row], dict]:
+             command: str = "", defines: dict | None = None, defence: bool = True,
+             graph: bool = False) -> tuple[Path, list[R.Row], dict]:
     """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
     (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
-    faults; bad inputs (check_inputs, a bad define) raise before the run directory exists."""
+    faults; bad inputs (check_inputs, a bad define) raise before the run directory exists.
+
+    defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
+    code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
+    graph: also time the candidate's CUDA-graph replay (graph_ms), refreshed and verified likewise."""
     from . import build as B
     from .worker import Worker
     t_start = time.perf_counter()
@@ -275,12 +276,14 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log)
+    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log, extra_env=_defence_env(so, defence, meta))
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
     meta["env"] = info
-    ceilings = load_ceilings(info.get("gpu"))
+    lines = peaks.lines_for(info.get("gpu"))
+    meta["fail_lines"] = lines.describe() if lines else {
+        "none": f"no datasheet peaks for GPU {info.get('gpu')!r} (kernelseek/peaks.py): impossible speed is not judged"}
     agg: dict[str, float] = {}
     cpu0 = cpu_times()
     bar = _progress(scen, progress)
@@ -289,16 +292,18 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             if hasattr(bar, "set_postfix_str"):
                 bar.set_postfix_str(s.name[:30])
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
-                   "seed": seed, "check_only": check_only, "budget_s": budget_s}
+                   "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence,
+                   "graph": graph}
             reply = w.request(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
             note_baselines(meta.setdefault("baselines_ran", {}), reply)
-            rows.append(make_row(s, grid, reply, ceilings))
+            rows.append(make_row(s, grid, reply, lines))
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
         w.close()
     meta["worker_restarts"] = w.restarts
+    meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
     meta["wall_s"] = wall
@@ -308,6 +313,34 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     R.save(run, rows, meta)
     store.write_meta(run, meta)
     return run, rows, meta
+
+
+def _defence_env(so: str | None, on: bool, meta: dict) -> dict:
+    """The worker's environment for the run-time check: its shim, built here once (or off)."""
+    if not on:
+        return {"KSEEK_RUNCHECK": "0"}
+    env = {"KSEEK_RUNCHECK": "1"}
+    try:
+        from .runcheck import build_shim
+        env["KSEEK_TRUST_SHIM"] = str(build_shim())
+        if so:
+            from .cubins import own_code
+            own = own_code(so)                          # cached beside the .so for the worker
+            meta["own_code"] = {"cubins": len(own.cubins), "kernels": sum(len(c.kernels) for c in own.cubins.values())}
+    except Exception as e:                              # the worker then reports it unavailable
+        meta["runcheck_build"] = f"{type(e).__name__}: {str(e)[:300]}"
+    return env
+
+
+DEFENCE_PHASES = ("defence_refresh", "defence_verify", "defence_traps", "runcheck")
+
+
+def _defence_meta(on: bool, info: dict, rows: list, agg: dict) -> dict:
+    """The defence's state and cost: seconds in total and per row, by phase."""
+    n = max(1, sum(r.time_ms is not None for r in rows))
+    cost = {k: round(agg.get(k, 0.0), 3) for k in DEFENCE_PHASES}
+    return {"on": on, "runcheck": info.get("runcheck", "unknown"), "cost_s": cost,
+            "cost_per_timed_row_s": round(sum(cost.values()) / n, 3)}
 
 
 def note_baselines(seen: dict, reply: dict) -> None:

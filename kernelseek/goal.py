@@ -9,7 +9,10 @@ A goal file (YAML; goals/default.yaml is an example):
     by_scenario:          # overrides by scenario name (or bench row number); beat by_group
       dense_causal: 1.1
     max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
-A row meets the goal only if its status is passed and its speedup is at least its minimum. Results
+A row meets the goal only if its status is passed, its speedup is at least its minimum and it is
+not flagged for review (Row.suspicious) without a review that covers it (review.py: same kernel,
+same scenario, speedup not grown; the verdict line names the review). A row faster than the GPU's
+datasheet peaks is failed by the harness (peaks.py), so it never meets a goal either. Results
 whose kernel source hash (meta kernel_sha256) differs from the current kernel file are stale and
 never meet a goal; so are results that cannot be tied to a kernel file.
     kernelseek goal RUN_DIR [--goal FILE] [--kernel FILE]     (exit 0 only when met)
@@ -158,15 +161,17 @@ class RowVerdict:
     source: str          # where the minimum comes from
     ok: bool
     why: str = ""        # for a row that falls short
+    flag: str = ""       # the review flag and its review (a flagged row is never counted silently)
 
     def line(self) -> str:
         tag = f"#{self.row}" if self.row is not None else "-"
         sp = f"{self.speedup:.3f}x" if self.speedup is not None else "n/a"
-        rel = ">=" if self.ok else "<"
-        tail = f"{sp} {rel} {self.minimum:.2f}" if self.status == "passed" and self.speedup is not None \
-            else self.why
+        rel = ">=" if self.speedup is not None and self.speedup >= self.minimum else "<"
+        tail = f"{sp} {rel} {self.minimum:.2f}" + (f" ({self.why})" if self.why else "") \
+            if self.status == "passed" and self.speedup is not None else self.why
         src = f" ({self.source})" if self.source != "default" else ""
-        return f"  {'ok  ' if self.ok else 'FAIL'} {tag:>4} {self.scenario[:40]:40} {tail}{src}"
+        flag = f" [{self.flag}]" if self.flag else ""
+        return f"  {'ok  ' if self.ok else 'FAIL'} {tag:>4} {self.scenario[:40]:40} {tail}{src}{flag}"
 
 
 @dataclass
@@ -210,21 +215,32 @@ class Verdict:
         return "\n".join(lines)
 
 
-def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "") -> Verdict:
-    """The verdict on a results table: every row at or above its minimum, the geomean at target,
-    and results fresh for the current kernel."""
+def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "", reviews=()) -> Verdict:
+    """The verdict on a results table: every row at or above its minimum and not flagged without a
+    review (`reviews`: review.Review list), the geomean at target, and results fresh for the kernel."""
     from .results import summarize
+    from .review import covering
     meta = meta if isinstance(meta, dict) else {}
     verdicts = []
     for r in rows:
         mn, src = goal.minimum(r)
+        flag = ""
         if r.status != "passed":
             ok, why = False, f"{r.status}" + (f": {r.reason[:60]}" if r.reason else "")
         elif r.speedup is None:
             ok, why = False, "no speedup (n/a: " + (r.baseline_reason or r.baseline_status)[:50] + ")"
         else:
             ok, why = r.speedup >= mn, ""
-        verdicts.append(RowVerdict(r.scenario, r.row, r.status, r.speedup, mn, src, ok, why))
+        if ok and (getattr(r, "runcheck", "") or "").startswith(("unavailable", "off")):
+            ok, why = False, f"not trusted: run-time code check {r.runcheck[:80]}"
+        if r.suspicious:
+            rev = covering(list(reviews), meta.get("kernel_sha256"), r)
+            if rev is None:
+                ok = False
+                flag = f"FLAGGED, not met until reviewed: {r.suspicious_reason}; `kernelseek review`"
+            else:
+                flag = f"flag reviewed {rev.time_utc[:10]}: {rev.note[:60]}"
+        verdicts.append(RowVerdict(r.scenario, r.row, r.status, r.speedup, mn, src, ok, why, flag))
     gm = summarize(rows)["geomean_speedup"] if rows else None
     stale = staleness(meta, kernel, search)
     problems = [] if rows else ["results hold no rows"]
@@ -237,11 +253,13 @@ def judge_run(path, goal: Goal | None = None, kernel=None, search=()) -> Verdict
     """Load the results at `path` (run dir, results.json or campaign) and judge them.
     Raises FileNotFoundError or ValueError when there are no readable results."""
     from .results import load
+    from .review import load_reviews, reviews_path
     res = find_results(path)
     rows, meta = load(res)
     run = res.parent
     extra = [run] + list(run.parents)[:4]
-    return judge(rows, meta, goal or load_goal(), kernel, list(search) + extra, where=str(run))
+    return judge(rows, meta, goal or load_goal(), kernel, list(search) + extra, where=str(run),
+                 reviews=load_reviews(reviews_path(run)))
 
 
 def median_rows(runs: list[tuple[list, dict, str]]) -> list:
@@ -275,7 +293,9 @@ def median_rows(runs: list[tuple[list, dict, str]]) -> list:
         elif any(sp is None for sp in sps):
             out.append(dataclasses.replace(rs[0], speedup=None))
         else:
-            out.append(dataclasses.replace(rs[0], speedup=statistics.median(sps)))
+            flagged = [r for r in rs if r.suspicious]          # flagged in any run: flagged
+            out.append(dataclasses.replace(rs[0], speedup=statistics.median(sps), suspicious=bool(flagged),
+                                           suspicious_reason=flagged[0].suspicious_reason if flagged else ""))
     return out
 
 
@@ -292,4 +312,6 @@ def judge_runs(paths, goal: Goal | None = None, kernel=None, search=()) -> Verdi
     run = find_results(paths[0]).parent
     extra = [run] + list(run.parents)[:4]
     where = f"median of {len(runs)} runs: " + ", ".join(Path(w).name for _, _, w in runs)
-    return judge(median_rows(runs), runs[0][1], goal or load_goal(), kernel, list(search) + extra, where=where)
+    from .review import load_reviews, reviews_path
+    return judge(median_rows(runs), runs[0][1], goal or load_goal(), kernel, list(search) + extra, where=where,
+                 reviews=load_reviews(reviews_path(run)))

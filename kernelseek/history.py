@@ -115,6 +115,9 @@ def format_history(df: pd.DataFrame) -> str:
     n = df.attrs.get("variants_left_out")
     if n:
         lines.append(f"({n} variant run(s) left out: build defines, or kernel switches in KSEEK_*)")
+    lines.append("columns: runs = the version's runs on this grid; geomean = speedup over all rows (baseline ms /\n"
+                 "  our ms per call); kernel = the same on the profiler's kernel times; worst = the slowest row's\n"
+                 "  speedup; then each configuration group's geomean; every value the median over the runs.")
     return "\n".join(lines)
 
 

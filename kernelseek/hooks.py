@@ -165,8 +165,13 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
         except (OSError, ValueError) as e:
             problem = f"no readable results for {campaign}: {e}. Run `kernelseek eval` and try again"
         else:
+            from .review import load_reviews, reviews_path
             search = [cwd, campaign, res.parent] + list(res.parent.parents)[:4]
-            verdict = judge(rows, meta, goal, search=search, where=str(res.parent))
+            try:
+                reviews = load_reviews(reviews_path(res.parent))
+            except ValueError as e:       # a broken reviews file reviews nothing
+                reviews, note = [], note + f"kernelseek: {e}; "
+            verdict = judge(rows, meta, goal, search=search, where=str(res.parent), reviews=reviews)
     if verdict is not None and verdict.met:
         st.update(blocks=0, session_id=payload.get("session_id"))
         _write_state(state_path, st)
@@ -177,11 +182,18 @@ def stop(payload: dict, env=None, goal_path=None) -> tuple[dict | None, str]:
         return None, note + (f"kernelseek: goal NOT met, but {prior} consecutive blocks reached the cap "
                              f"of {cap}; allowing the stop. Set {ENV_MAX_BLOCKS} to change the cap")
     shortfall = problem or verdict.shortfall()
+    from .review import flag_signature
     from .triggers import Moment, explains_away
     moment = Moment("limit_claim", "the agent tried to stop", ("challenge a limit", "agent process"))
+    unreviewed = [v for v in verdict.rows if v.flag.startswith("FLAGGED")] if verdict is not None else []
+    sig = flag_signature((meta or {}).get("kernel_sha256"),
+                         [r for r in rows or [] if any(v.scenario == r.scenario for v in unreviewed)])
     if rows and any(r.status == "failed" for r in rows) and explains_away(last_assistant_text(payload)):
         moment = Moment("correctness_excuse", "a failed check explained away",
                         ("correctness", "hypothesis check"))
+    elif sig and sig != st.get("flag_signature"):      # the flag's question, once per change
+        moment = Moment("suspicious_gain", "flagged rows not reviewed", ("benchmark validity", "measurement check"))
+        st["flag_signature"] = sig
     asked = [a for a in st.get("asked", []) if isinstance(a, str)]
     qline, qid = _question(rows, meta, moment, asked)
     if qid:

@@ -132,7 +132,7 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         import matplotlib
         matplotlib.use("Agg")
         from . import plots
-        fig = plots.speedup_bars(rows)
+        fig = plots.speedup_bars(rows, meta=meta, run=last.name)
         fig.savefig(out_dir / "speedup.png", dpi=110, bbox_inches="tight")
         print(f"\nfigure: {out_dir / 'speedup.png'}")
     except (ImportError, AttributeError) as e:
@@ -145,7 +145,7 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         print(triage.format_repeatability(triage.repeatability(tables)))
         try:
             from . import plots
-            plots.repeat_plot(tables).savefig(out_dir / "repeat.png", dpi=110, bbox_inches="tight")
+            plots.repeat_plot(tables, meta=meta).savefig(out_dir / "repeat.png", dpi=110, bbox_inches="tight")
             print(f"figure: {out_dir / 'repeat.png'}")
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")
@@ -156,7 +156,7 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         print(triage.format_history(hist))
         try:
             from . import plots
-            plots.history_plot(hist).savefig(out_dir / "history.png", dpi=110, bbox_inches="tight")
+            plots.history_plot(hist, meta=meta).savefig(out_dir / "history.png", dpi=110, bbox_inches="tight")
             print(f"figure: {out_dir / 'history.png'}")
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")

@@ -103,50 +103,88 @@ def values(numbers: list[Number], quantity: str) -> list[float]:
 
 
 # ---- charts ------------------------------------------------------------------------------------
+WORDS = {"fa3": "vs FA3", "fa4": "vs FA4", "geomean": "geomean", "sass": "SASS", "hd256": "hd256",
+         "question_driven": "question-driven"}
+
+
+def pretty(quantity: str) -> str:
+    """A quantity's name for a chart: words, not snake_case (fa3 -> vs FA3, question_driven -> question-driven)."""
+    q = quantity.replace("question_driven", "question-driven")
+    return " ".join(WORDS.get(w, w) for w in q.split("_"))
+
+
+def _units(numbers: list[Number], quantities: list[str]) -> str:
+    """The y-axis label: the unit of the charted quantities (several joined when they differ)."""
+    units = list(dict.fromkeys(n.unit for n in numbers if n.quantity in quantities and n.unit))
+    return " / ".join(units) if units else "value"
+
+
 def bars(numbers: list[Number], quantities: list[str], title: str, labels: dict | None = None,
-         short: dict | None = None) -> Figure:
-    """One bar per entry of the given quantities, grouped by quantity; each bar names its source,
-    so two documents that disagree stand side by side."""
-    fig = Figure(figsize=(max(6.0, 0.55 * len(quantities) + 4), 4.0), layout="constrained")
+         short: dict | None = None, ylabel: str | None = None) -> Figure:
+    """One bar per document and value of the given quantities, grouped by quantity; the colour names
+    the document (one colour per document in every chart, in the legend), so two documents that
+    disagree stand side by side. A document that repeats a value gets one bar; one that gives two
+    different values gets two, the second hatched. The y label is `ylabel` with the quantities' units."""
+    from matplotlib.patches import Patch
+    fig = Figure(figsize=(max(6.5, 0.6 * len(quantities) + 4.5), 4.6), layout="constrained")
     ax = fig.add_subplot()
     short = short or {}
     x, ticks = 0.0, []
     palette = ["#2980b9", "#e67e22", "#16a085", "#8e44ad", "#c0392b"]
     order = sorted({n.source for n in numbers})     # one colour per document in every chart
+    shown: dict[str, str] = {}
+    hatched = False
     for q in quantities:
-        ents = [n for n in numbers if n.quantity == q]
+        ents = list({(n.source, n.value): n for n in numbers if n.quantity == q}.values())
         start = x
         for n in ents:
             c = palette[order.index(n.source) % len(palette)]
-            ax.bar(x, n.value, width=0.8, color=c, label=short.get(n.source, n.source))
+            second = any(m.source == n.source and m is not n for m in ents[:ents.index(n)])
+            hatched |= second
+            ax.bar(x, n.value, width=0.8, color=c, hatch="//" if second else None, edgecolor="white")
             ax.annotate(f"{n.value:g}", (x, n.value), ha="center", va="bottom", fontsize=7)
+            shown[short.get(n.source, n.source)] = c
             x += 1
         if ents:
-            ticks.append(((start + x - 1) / 2, (labels or {}).get(q, q)))
+            ticks.append(((start + x - 1) / 2, (labels or {}).get(q) or pretty(q)))
         x += 0.6
-    handles, labs = ax.get_legend_handles_labels()
-    uniq = dict(zip(labs, handles))
-    ax.legend(uniq.values(), uniq.keys(), fontsize=7)
-    ax.set_xticks([t for t, _ in ticks], [lab for _, lab in ticks], rotation=30, ha="right", fontsize=8)
+    handles = [Patch(color=c, label=lab) for lab, c in shown.items()]
+    if hatched:
+        handles.append(Patch(facecolor="#bbbbbb", hatch="//", edgecolor="white", label="a second value, same document"))
+    ax.legend(handles=handles, fontsize=7, title="document", title_fontsize=7)
+    ax.set_xticks([t for t, _ in ticks], [lab for _, lab in ticks], rotation=25, ha="right", fontsize=8)
+    units = _units(numbers, quantities)
+    ax.set_ylabel(units if not ylabel else ylabel if all(u in ylabel for u in units.split(" / ")) else f"{ylabel} ({units})")
+    ax.set_ylim(0, ax.get_ylim()[1] * 1.08)
     ax.set_title(title, fontsize=10)
     return fig
 
 
 def before_after(numbers: list[Number], pairs: list[tuple[str, str, str]], title: str) -> Figure:
     """Arrows from a before value to an after value: (label, before quantity, after quantity)."""
-    fig = Figure(figsize=(7.0, 0.6 * len(pairs) + 1.5), layout="constrained")
+    from matplotlib.lines import Line2D
+    fig = Figure(figsize=(9.0, 0.65 * len(pairs) + 2.0), layout="constrained")
     ax = fig.add_subplot()
+    xs = [1.0]
     for i, (label, qb, qa) in enumerate(pairs):
         b, a = values(numbers, qb), values(numbers, qa)
         if not b or not a:
             continue
-        ax.annotate("", (a[0], i), (b[0], i), arrowprops={"arrowstyle": "->", "color": "#27ae60"})
-        ax.plot([b[0], a[0]], [i, i], "o", color="#7f8c8d")
-        ax.annotate(f"{b[0]:g} -> {a[0]:g}", (max(a[0], b[0]), i), xytext=(6, -3), textcoords="offset points",
-                    fontsize=8)
+        ax.annotate("", (a[0], i), (b[0], i), arrowprops={"arrowstyle": "->", "color": "#27ae60", "lw": 1.5})
+        ax.plot([b[0]], [i], "o", color="#7f8c8d")
+        xs += [b[0], a[0]]
+        for v in (b[0], a[0]):
+            ax.annotate(f"{v:g}", (v, i), xytext=(0, 6), textcoords="offset points", ha="center", fontsize=8)
     ax.set_yticks(range(len(pairs)), [p[0] for p in pairs], fontsize=8)
+    ax.set_ylim(-0.6, len(pairs) - 0.3)
+    pad = 0.08 * (max(xs) - min(xs))                 # annotate() arrows do not widen the axis by themselves
+    ax.set_xlim(min(xs) - pad, max(xs) + pad)
     ax.axvline(1.0, color="black", lw=1, ls="--")
-    ax.set_xlabel("speedup vs the baseline")
+    ax.set_xlabel("speedup vs the baseline (baseline time / kernel time; 1 = parity)")
+    ax.legend(handles=[Line2D([], [], marker="o", color="#7f8c8d", ls="none", label="before the question"),
+                       Line2D([], [], marker=">", color="#27ae60", label="after it"),
+                       Line2D([], [], color="black", ls="--", label="parity (1)")], fontsize=7, loc="upper left",
+              bbox_to_anchor=(1.01, 1.0))
     ax.set_title(title, fontsize=10)
     return fig
 
@@ -259,12 +297,12 @@ def shares_chart(numbers: list[Number], rec: Recomputed, prefix: str, title: str
     trace_v = [float(rec.values.get(q) or 0.0) for q in qs]
     fig = Figure(figsize=(max(6.0, 0.7 * len(qs) + 2), 4.0), layout="constrained")
     ax = fig.add_subplot()
-    for off, vs, lab, c in ((-0.2, paper_v, "paper", "#2980b9"), (0.2, trace_v, "traces", "#27ae60")):
+    for off, vs, lab, c in ((-0.2, paper_v, "the paper's documents", "#2980b9"), (0.2, trace_v, "the traces given", "#27ae60")):
         tot = sum(vs)
         ax.bar([i + off for i in range(len(qs))], [v / tot if tot else 0.0 for v in vs], width=0.4, label=lab, color=c)
     ax.set_xticks(range(len(qs)), [q.removeprefix(prefix).replace("_", " ") for q in qs], rotation=30, ha="right",
                   fontsize=8)
-    ax.set_ylabel("share of the total")
+    ax.set_ylabel("share of all counted (fraction, 0 to 1)")
     ax.set_title(title, fontsize=10)
     ax.legend(fontsize=8)
     return fig

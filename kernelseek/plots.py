@@ -17,54 +17,147 @@ from kernelseek.compare import REPEAT_TOLERANCE, compare
 from kernelseek.history import timeline as _timeline
 from kernelseek.rows import as_rows, is_timed, row_class
 
-BELOW, ABOVE, BASE, FAIL = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad"
+BELOW, ABOVE, BASE, FAIL, MOVED = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad", "#e67e22"
+RUN_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
+SPEEDUP_LABEL = "speedup = baseline ms / our ms\n(per call; log scale; above 1: we are faster)"
+
+
+# ---- labels shared by the figures -------------------------------------------------------------
+def row_name(row, scenario: str) -> str:
+    """A row's tick label: its grid row number and its scenario name (without the rNN_ prefix)."""
+    if row is None or (isinstance(row, float) and math.isnan(row)):
+        return scenario
+    short = scenario[4:] if len(scenario) > 4 and scenario[0] == "r" and scenario[1:3].isdigit() and scenario[3] == "_" \
+        else scenario
+    return f"{int(row)} {short}"
 
 
 def _label(r) -> str:
-    return str(r.row) if r.row is not None else r.scenario[:18]
+    return row_name(r.row, r.scenario)
 
 
-def speedup_bars(table: Any, title: str | None = None) -> Figure:
-    """Per-row speedup on a log axis, the parity line at 1; failed and n/a rows marked with x.
+def caption(meta: dict | None = None, run: str | None = None, rows: list | None = None) -> str:
+    """One line naming what a figure shows: kernel, grid, baseline (with the libraries that won per
+    row when it is `best`), run and GPU; parts that are unknown are left out."""
+    meta = meta or {}
+    parts = []
+    if meta.get("kernel"):
+        parts.append(f"kernel {Path(str(meta['kernel'])).name}")
+    if meta.get("grid"):
+        parts.append(f"grid {meta['grid']}")
+    base = meta.get("baseline")
+    used = sorted({r.baseline for r in rows or [] if getattr(r, "baseline", None)})
+    if base or used:
+        text = f"baseline {base or ', '.join(used)}"
+        if base == "best" and used:
+            text += f" (per row the fastest of: {', '.join(used)})"
+        parts.append(text)
+    if run:
+        parts.append(f"run {run}")
+    gpu = (meta.get("env") or {}).get("gpu") or meta.get("gpu")
+    if gpu:
+        parts.append(str(gpu))
+    return " | ".join(parts)
+
+
+def _titles(fig: Figure, ax, title: str, cap: str) -> None:
+    """A bold title over the figure and, under it, the caption line naming kernel, baseline and run."""
+    fig.suptitle(title, fontsize=11, fontweight="bold")
+    if cap:
+        ax.set_title(cap, fontsize=8, color="#333333")
+
+
+NICE = (0.01, 0.02, 0.05, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.1, 1.2, 1.4, 1.6, 2.0, 2.5, 3.0, 4.0,
+        5.0, 7.0, 10.0, 20.0, 50.0, 100.0)
+
+
+def log_ticks(ax, lo: float, hi: float, suffix: str = "") -> None:
+    """Plain-number ticks on a log y axis between lo and hi (no 2x10^0 labels), minor ticks off; ticks
+    kept at least a twelfth of the axis apart (in log), walking out from 1."""
+    gap = (math.log(hi) - math.log(lo)) / 12
+    cands = [t for t in NICE if lo <= t <= hi]
+    start = min(cands, key=lambda t: abs(math.log(t))) if cands else None
+    ticks = [start] if start else []
+    for side in (sorted(t for t in cands if t > start), sorted((t for t in cands if start and t < start), reverse=True)):
+        last = start
+        for t in side:
+            if abs(math.log(t) - math.log(last)) >= gap:
+                ticks.append(t)
+                last = t
+    ticks.sort()
+    ax.set_yticks(ticks, [f"{t:g}{suffix}" for t in ticks])
+    ax.minorticks_off()
+    ax.set_ylim(lo, hi)
+
+
+def _row_ticks(ax, labels: list[str], size: float = 7.5) -> None:
+    ax.set_xticks(range(len(labels)), labels, rotation=90, fontsize=size)
+    ax.set_xlim(-0.7, len(labels) - 0.3)
+
+
+# ---- one run -----------------------------------------------------------------------------------
+def speedup_bars(table: Any, title: str | None = None, meta: dict | None = None, run: str | None = None) -> Figure:
+    """Per-row speedup on a log axis, the parity line at 1 and the geomean; failed and n/a rows
+    marked with x, rows the harness flagged for review with a star.
 
     One bar per timed row, in table order, from 1 to the speedup; an untimed row gets an 'x' on
-    the parity line.
+    the parity line. `meta` (a run's meta) and `run` (its name) go into the caption line.
     """
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     rows = as_rows(table)
-    fig = Figure(figsize=(max(6.0, 0.35 * len(rows) + 2), 4.0), layout="constrained")
+    fig = Figure(figsize=(max(7.0, 0.32 * len(rows) + 2.5), 5.6), layout="constrained")
     ax = fig.add_subplot()
-    xs = list(range(len(rows)))
-    for x, r in zip(xs, rows):
+    sp = [r.speedup for r in rows if row_class(r) in ("below", "above")]
+    lo, hi = min(sp + [1.0]) / 1.25, max(sp + [1.0]) * 1.25
+    ax.set_yscale("log")
+    for x, r in enumerate(rows):
         cls = row_class(r)
         if cls in ("below", "above"):
             # drawn from the parity line: down for slower rows, up for faster ones
             ax.bar(x, r.speedup - 1.0, bottom=1.0, color=BELOW if cls == "below" else ABOVE, width=0.8)
+            if r.suspicious:
+                ax.plot([x], [r.speedup * 1.08], marker="*", color=FAIL, markersize=10, linestyle="none")
         else:
             ax.plot([x], [1.0], marker="x", color=FAIL, markersize=9, mew=2, linestyle="none")
             ax.annotate("n/a" if cls == "n/a" else r.status, (x, 1.0), textcoords="offset points",
                         xytext=(0, 8), ha="center", fontsize=7, color=FAIL, rotation=90)
-    ax.set_yscale("log")
     ax.axhline(1.0, color="black", lw=1, ls="--")
-    sp = [r.speedup for r in rows if row_class(r) in ("below", "above")]
-    if sp:
-        lo, hi = min(sp + [1.0]), max(sp + [1.0])
-        ax.set_ylim(lo / 1.3, hi * 1.3)
-    ax.set_xticks(xs, [_label(r) for r in rows], rotation=90, fontsize=7)
-    ax.set_ylabel("speedup vs baseline (log)")
-    ax.set_title(title or "per-row speedup (below 1: slower than the baseline)")
+    gm = math.exp(sum(math.log(v) for v in sp) / len(sp)) if sp else None
+    if gm:
+        ax.axhline(gm, color="#2c3e50", lw=1, ls=":")
+    log_ticks(ax, lo, hi * (1.1 if any(r.suspicious for r in rows) else 1.0))
+    _row_ticks(ax, [_label(r) for r in rows])
+    ax.set_xlabel("scenario (grid row and name)")
+    ax.set_ylabel(SPEEDUP_LABEL)
+    handles = [Patch(color=ABOVE, label="faster than the baseline"), Patch(color=BELOW, label="slower than the baseline"),
+               Line2D([], [], color="black", ls="--", label="parity (1)")]
+    if gm:
+        handles.append(Line2D([], [], color="#2c3e50", ls=":", label=f"geomean over timed rows ({gm:.3f})"))
+    if any(row_class(r) in ("failed", "n/a") for r in rows):
+        handles.append(Line2D([], [], marker="x", color=FAIL, mew=2, ls="none",
+                              label="not timed: failed, or no usable baseline (n/a)"))
+    if any(r.suspicious for r in rows):
+        handles.append(Line2D([], [], marker="*", color=FAIL, markersize=10, ls="none",
+                              label="FLAGGED: gain too large to trust unchecked\n(not met until reviewed)"))
+    ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _titles(fig, ax, title or "Speedup per row against the baseline", caption(meta, run, rows))
     return fig
 
 
-def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, title: str | None = None) -> Figure:
+def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, title: str | None = None,
+                meta: dict | None = None) -> Figure:
     """Consecutive runs of one kernel: each row's speedup per run (one marker color per run, a grey
     line from lowest to highest); rows that moved more than `tol` between two consecutive runs are
     shaded, red where the baseline moved and ours did not, orange otherwise."""
+    from matplotlib.lines import Line2D
+    from matplotlib.patches import Patch
     names = [n for n, _ in runs]
     tables = [as_rows(t) for _, t in runs]
     order = [r.scenario for r in tables[0]]
     labels = {r.scenario: _label(r) for r in tables[0]}
     by = [{r.scenario: r for r in t} for t in tables]
-    fig = Figure(figsize=(max(6.0, 0.35 * len(order) + 2), 4.0), layout="constrained")
+    fig = Figure(figsize=(max(7.0, 0.32 * len(order) + 5.5), 5.6), layout="constrained")
     ax = fig.add_subplot()
     moved: dict[str, str] = {}
     for ta, tb in zip(tables, tables[1:]):
@@ -74,110 +167,164 @@ def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, titl
                 moved[c.scenario] = "base" if base_only and moved.get(c.scenario) != "ours" else "ours"
     for x, name in enumerate(order):
         if name in moved:
-            ax.axvspan(x - 0.45, x + 0.45, color=BELOW if moved[name] == "base" else "#e67e22", alpha=0.18, lw=0)
+            ax.axvspan(x - 0.45, x + 0.45, color=BELOW if moved[name] == "base" else MOVED, alpha=0.18, lw=0)
         sp = [b[name].speedup for b in by if name in b and is_timed(b[name])]
         if sp:
             ax.plot([x, x], [min(sp), max(sp)], color=BASE, lw=1.5)
-    colors = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
+    handles = []
     for i, (n, b) in enumerate(zip(names, by)):
-        pts = [(x, b[s].speedup) for x, s in enumerate(order) if s in b and is_timed(b[s])]
+        dx = (i - (len(by) - 1) / 2) * 0.12            # side by side, so coinciding runs stay visible
+        pts = [(x + dx, b[s].speedup) for x, s in enumerate(order) if s in b and is_timed(b[s])]
         if pts:
-            ax.plot(*zip(*pts), marker="o", ms=4, ls="none", color=colors[i % len(colors)], label=n[-40:])
+            ax.plot(*zip(*pts), marker="o", ms=4, ls="none", color=RUN_COLORS[i % len(RUN_COLORS)])
+            handles.append(Line2D([], [], marker="o", ms=5, ls="none", color=RUN_COLORS[i % len(RUN_COLORS)],
+                                  label=f"run {i + 1}: {n}"))
     ax.set_yscale("log")
-    from matplotlib.ticker import FuncFormatter
-    for axis in (ax.yaxis,):
-        axis.set_major_formatter(FuncFormatter(lambda v, _: f"{v:g}"))
-        axis.set_minor_formatter(FuncFormatter(lambda v, _: f"{v:g}" if round(v * 10) % 2 == 0 else ""))
+    sp = [r.speedup for t in tables for r in t if is_timed(r)]
+    log_ticks(ax, min(sp + [1.0]) / 1.1, max(sp + [1.0]) * 1.1)
     ax.axhline(1.0, color="black", lw=1, ls="--")
-    ax.set_xticks(range(len(order)), [labels[s] for s in order], rotation=90, fontsize=7)
-    ax.set_ylabel("speedup vs baseline (log)")
-    ax.legend(fontsize=7, loc="upper left")
-    ax.set_title(title or f"repeatability: shaded rows moved > {tol:.0%} between consecutive runs "
-                          "(red: only the baseline moved)", fontsize=9)
+    _row_ticks(ax, [labels[s] for s in order])
+    ax.set_xlabel("scenario (grid row and name)")
+    ax.set_ylabel(SPEEDUP_LABEL)
+    handles += [Line2D([], [], color=BASE, lw=1.5, label="range of the row over the runs"),
+                Patch(color=BELOW, alpha=0.3, label=f"moved > {tol:.0%} between consecutive runs:\nonly the baseline's time moved"),
+                Patch(color=MOVED, alpha=0.3, label=f"moved > {tol:.0%}: our time moved too"),
+                Line2D([], [], color="black", ls="--", label="parity (1)")]
+    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    cap = caption(meta, None, tables[-1]) + f" | {len(runs)} consecutive runs of one kernel source"
+    _titles(fig, ax, title or "Repeatability: each row's speedup in consecutive runs", cap)
     return fig
 
 
-def sol_bars(table: Any, ceilings: dict | None = None, meta: dict | None = None, title: str | None = None) -> Figure:
-    """Fraction of the roofline bound reached per row: candidate and baseline side by side.
+def sol_bars(table: Any, ceilings: dict | None = None, meta: dict | None = None, title: str | None = None,
+             run: str | None = None) -> Figure:
+    """Fraction of the roofline bound reached per row: ours and the baseline side by side.
 
     `table` is a results table (with `ceilings`) or an already computed bounds.bounds_table.
-    Two bars per row (a missing value draws an empty bar).
+    Two bars per row (a missing value draws an empty bar); each tick says which bound binds the row.
     """
+    rows = None
     if isinstance(table, pd.DataFrame) and "sol_candidate" in table.columns:
         df = table
     else:
+        rows = as_rows(table)
         from kernelseek.bounds import bounds_table
         if ceilings is None:
             raise ValueError("sol_bars needs the ceilings dict for a results table")
-        df = bounds_table(table, ceilings, meta)
+        df = bounds_table(rows, ceilings, meta)
     n = len(df)
-    fig = Figure(figsize=(max(6.0, 0.45 * n + 2), 4.0), layout="constrained")
+    fig = Figure(figsize=(max(7.0, 0.4 * n + 2.5), 5.8), layout="constrained")
     ax = fig.add_subplot()
     xs = list(range(n))
 
     def h(v):
         return 0.0 if v is None or (isinstance(v, float) and math.isnan(v)) else float(v)
-    ax.bar([x - 0.2 for x in xs], [h(v) for v in df["sol_candidate"]], width=0.4, color=ABOVE, label="candidate")
-    ax.bar([x + 0.2 for x in xs], [h(v) for v in df["sol_baseline"]], width=0.4, color=BASE, label="baseline")
-    ax.axhline(1.0, color="black", lw=1, ls="--")
-    labels = [str(int(r)) if r is not None and not pd.isna(r) else s[:18] for r, s in zip(df["row"], df["scenario"])]
-    ax.set_xticks(xs, [f"{lab} {b[0]}" for lab, b in zip(labels, df["binds"])], rotation=90, fontsize=7)
-    ax.set_ylabel("fraction of the bound (speed of light)")
-    ax.set_title(title or "fraction of the roofline bound reached (c: compute-, m: memory-bound)", fontsize=10)
-    ax.legend(fontsize=8)
+    kernel = Path(str((meta or {}).get("kernel") or "")).name
+    bases = sorted({r.baseline for r in rows or [] if r.baseline})
+    ours = f"ours ({kernel})" if kernel else "ours"
+    theirs = f"baseline ({', '.join(bases)})" if bases else "baseline"
+    ax.bar([x - 0.2 for x in xs], [h(v) for v in df["sol_candidate"]], width=0.4, color=ABOVE, label=ours)
+    ax.bar([x + 0.2 for x in xs], [h(v) for v in df["sol_baseline"]], width=0.4, color=BASE, label=theirs)
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="1 = the bound from the measured ceilings\n(a bar above it beat the ceiling as measured)")
+    _row_ticks(ax, [f"{row_name(r, s)} | {b}" for r, s, b in zip(df["row"], df["scenario"], df["binds"])])
+    ax.set_xlabel("scenario (grid row and name) | the bound that binds it: compute (FLOPs at the matrix rate) "
+                  "or memory (bytes at the read bandwidth)", fontsize=8)
+    ax.set_ylabel("fraction of the roofline bound\n(bound ms / measured ms; 1 = at the ceiling)")
+    ax.set_ylim(0, max(1.1, max([h(v) for v in df["sol_candidate"]] + [h(v) for v in df["sol_baseline"]]) * 1.08))
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    cap = caption(meta, run, rows)
+    if ceilings:
+        cap += f" | ceilings {ceilings.get('gpu', '?')}: bf16 {ceilings.get('bf16_tflops', 0):.0f} TFLOP/s, " \
+               f"read {ceilings.get('read_gbps', 0):.0f} GB/s"
+    _titles(fig, ax, title or "Fraction of the roofline bound reached per row", cap)
     return fig
 
 
-def timeline_plot(evals: Any, title: str | None = None) -> Figure:
+def sol_compare(both: pd.DataFrame, before: str, after: str, meta: dict | None = None,
+                title: str | None = None) -> Figure:
+    """Two runs' fraction of the bound per row (columns sol_candidate_before/_after, row, scenario)."""
+    fig = Figure(figsize=(max(7.0, 0.35 * len(both) + 2.5), 5.6), layout="constrained")
+    ax = fig.add_subplot()
+    xs = list(range(len(both)))
+    ax.bar([x - 0.2 for x in xs], both["sol_candidate_before"].fillna(0), width=0.4, color=BASE, label=f"before: {before}")
+    ax.bar([x + 0.2 for x in xs], both["sol_candidate_after"].fillna(0), width=0.4, color=ABOVE, label=f"after: {after}")
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="the bound (1)")
+    _row_ticks(ax, [row_name(r, s) for r, s in zip(both["row"], both["scenario"])])
+    ax.set_xlabel("scenario (grid row and name)")
+    ax.set_ylabel("fraction of the roofline bound\n(bound ms / measured ms)")
+    ax.legend(fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    _titles(fig, ax, title or "Fraction of the roofline bound, before and after", caption(meta))
+    return fig
+
+
+# ---- many runs ---------------------------------------------------------------------------------
+def timeline_plot(evals: Any, title: str | None = None, meta: dict | None = None) -> Figure:
     """Geometric mean and worst row per evaluation; `evals` as for triage.timeline, or its table."""
     tl = evals if isinstance(evals, pd.DataFrame) else _timeline(evals)
-    fig = Figure(figsize=(7.0, 4.0), layout="constrained")
+    fig = Figure(figsize=(7.5, 4.6), layout="constrained")
     ax = fig.add_subplot()
     x = tl["eval"].tolist()
-    ax.plot(x, tl["geomean"].astype(float).tolist(), marker="o", color=ABOVE, label="geomean speedup")
-    ax.plot(x, tl["worst_speedup"].astype(float).tolist(), marker="v", color=BELOW, label="worst row")
-    ax.axhline(1.0, color="black", lw=1, ls="--")
+    gm, worst = tl["geomean"].astype(float).tolist(), tl["worst_speedup"].astype(float).tolist()
+    ax.plot(x, gm, marker="o", color=ABOVE, label="geomean speedup over the timed rows")
+    ax.plot(x, worst, marker="v", color=BELOW, label="worst row's speedup")
+    ax.axhline(1.0, color="black", lw=1, ls="--", label="parity (1)")
     ax.set_yscale("log")
-    ax.set_xlabel("evaluation")
-    ax.set_ylabel("speedup vs baseline (log)")
-    ax.set_title(title or "campaign timeline")
+    vals = [v for v in gm + worst if v == v and v > 0]
+    log_ticks(ax, min(vals + [1.0]) / 1.15, max(vals + [1.0]) * 1.15)
+    ax.set_xticks(x, [str(v) for v in x])
+    ax.set_xlabel("evaluation (in the order they ran)")
+    ax.set_ylabel(SPEEDUP_LABEL)
     ax.legend(fontsize=8)
+    _titles(fig, ax, title or "Campaign timeline: speedup per evaluation", caption(meta))
     return fig
 
 
-def history_plot(hist: pd.DataFrame, title: str | None = None) -> Figure:
+def history_plot(hist: pd.DataFrame, title: str | None = None, meta: dict | None = None) -> Figure:
     """A kernel's versions (triage.history): the geomean speedup of each configuration group and of
-    the whole grid, per version, against parity."""
-    fig = Figure(figsize=(9.0, 4.6), layout="constrained")
+    the whole grid, per version, against parity. Values below the axis floor are printed at the
+    bottom with their series' name (a down arrow, explained in the legend)."""
+    from matplotlib.lines import Line2D
+    fig = Figure(figsize=(10.0, 5.4), layout="constrained")
     ax = fig.add_subplot()
     x = list(range(len(hist)))
     groups = [c for c in hist.columns if c not in ("version", "runs", "geomean", "kernel_geomean", "worst")]
     for g in groups:
-        ax.plot(x, hist[g].astype(float).tolist(), marker=".", lw=1.2, label=g)
+        ax.plot(x, hist[g].astype(float).tolist(), marker=".", lw=1.2, label=f"{g} (group geomean)")
     ax.plot(x, hist["geomean"].astype(float).tolist(), marker="o", lw=2.6, color="black", label="all rows (geomean)")
     ax.plot(x, hist["worst"].astype(float).tolist(), ls=":", marker="v", color=BELOW, label="worst row")
     ax.axhline(1.0, color="black", lw=1, ls="--")
     ax.set_yscale("log")
     # early versions far below parity would squash the rest: clip at `floor` and print their values
     cols = [*groups, "geomean", "worst"]
-    vals = [(i, float(v)) for c in cols for i, v in enumerate(hist[c]) if v is not None and not pd.isna(v)]
-    hi = max([v for _, v in vals] + [1.0]) * 1.08
+    vals = [(i, c, float(v)) for c in cols for i, v in enumerate(hist[c]) if v is not None and not pd.isna(v)]
+    hi = max([v for _, _, v in vals] + [1.0]) * 1.08
     floor = 0.5
-    if any(v < floor for _, v in vals):
-        ax.set_ylim(floor, hi)
-        for i in sorted({i for i, v in vals if v < floor}):
-            low = sorted(v for j, v in vals if j == i and v < floor)
-            ax.annotate("\n".join(f"\u2193{v:.2f}" for v in low), (i, floor), xytext=(0, 3),
-                        textcoords="offset points", fontsize=6, ha="center", va="bottom")
-    lo = ax.get_ylim()[0]
-    ticks = [t for t in (0.1, 0.2, 0.3, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0, 1.2, 1.4, 1.7, 2.0, 3.0) if lo <= t <= hi]
-    ax.set_yticks(ticks, [f"{t:g}" for t in ticks])
-    ax.minorticks_off()
+    lo = floor if any(v < floor for _, _, v in vals) else min([v for _, _, v in vals] + [1.0]) / 1.08
+    names = {"geomean": "all rows", "worst": "worst row"}
+    clipped = {i: sorted((v, names.get(c, c)) for j, c, v in vals if j == i and v < floor)
+               for i in sorted({i for i, _, v in vals if v < floor})}
+    if clipped:                        # a down arrow at the floor; the values go into the footnote
+        ax.plot(list(clipped), [floor * 1.03] * len(clipped), ls="none", marker="$\u2193$", color="black",
+                markersize=9)
+    log_ticks(ax, lo, hi)
     ax.set_xticks(x, [f"{v}\n({n})" for v, n in zip(hist["version"], hist["runs"])], fontsize=8)
-    ax.set_xlabel("version (runs)")
-    ax.set_ylabel("speedup vs best baseline (log; median over runs)")
-    ax.set_title(title or f"{Path(str(hist.attrs.get('kernel') or 'kernel')).name}: speedup per version", fontsize=10)
-    ax.legend(fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    note = "; ".join(f"{hist['version'].iloc[i]}: " + ", ".join(f"{c} {v:.2f}" for v, c in low)
+                     for i, low in clipped.items())
+    ax.set_xlabel("kernel version, in the order first run (number of runs)"
+                  + (f"\n\u2193 values below {floor:g}, off the axis: {note}" if note else ""))
+    ax.set_ylabel("speedup vs the baseline (log scale)\ngeomean over rows, median over the version's runs")
+    handles, _ = ax.get_legend_handles_labels()
+    handles += [Line2D([], [], color="black", ls="--", label="parity (1)")]
+    if clipped:
+        handles.append(Line2D([], [], marker="$\u2193$", color="black", ls="none", markersize=9,
+                              label=f"values below {floor:g}, off the axis\n(listed under the plot)"))
+    ax.legend(handles=handles, fontsize=7, loc="center left", bbox_to_anchor=(1.0, 0.5))
+    kernel = Path(str(hist.attrs.get("kernel") or (meta or {}).get("kernel") or "kernel")).name
+    cap = caption({k: v for k, v in (meta or {}).items() if k in ("grid", "baseline", "env")})
+    left = hist.attrs.get("variants_left_out")
+    if left:
+        cap += f" | {left} variant run(s) (build defines or kernel switches) left out"
+    _titles(fig, ax, title or f"{kernel}: speedup per version", cap)
     return fig
 
 
@@ -194,7 +341,8 @@ def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title
         ax.bar([i - 0.4 + w * (j + 0.5) for i in range(len(fams))], [mixes[lab].get(f, 0) for f in fams],
                width=w, label=lab)
     ax.set_xticks(range(len(fams)), fams, rotation=45, fontsize=8)
-    ax.set_ylabel("static instruction count")
-    ax.set_title(title or "SASS instruction mix")
-    ax.legend(fontsize=8)
+    ax.set_xlabel("SASS instruction family")
+    ax.set_ylabel("static instruction count\n(instructions in the binary, not executed)")
+    ax.set_title(title or "SASS instruction mix per build")
+    ax.legend(fontsize=8, title="build", title_fontsize=8)
     return fig

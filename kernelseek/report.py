@@ -3,10 +3,11 @@
     kernelseek report runs/<id> [--compare runs/<other>] [--ceilings FILE] [--out DIR] [--no-code]
 
 Executes notebooks/gap_triage.ipynb and notebooks/bounds.ipynb with the run as parameter into
-RUN/notebooks/ (or --out), then writes <name>.html beside each executed <name>.ipynb. Given a
-campaign directory (with evals/), it reports the latest evaluation against the one before it, into
-the campaign's notebooks/. The kernel is
-"python3" (ipykernel); it finds this checkout's kernelseek through PYTHONPATH.
+out/report/<run name>/ under the working directory (or --out), then writes <name>.html beside each
+executed <name>.ipynb. Given a campaign directory (with evals/), it reports the latest evaluation
+against the one before it, into out/report/<campaign name>/. It never writes into the run or
+campaign it reads (committed runs under data/runs/ stay as they are). The kernel is "python3"
+(ipykernel); it finds this checkout's kernelseek through PYTHONPATH.
 """
 from __future__ import annotations
 
@@ -15,6 +16,8 @@ from pathlib import Path
 
 from . import store
 from .paths import NOTEBOOKS, REPO
+
+OUT = Path("out") / "report"          # under the working directory, like `kernelseek main`'s out/
 REPORT_NOTEBOOKS = ("gap_triage", "bounds")
 KERNEL = "python3"
 
@@ -56,19 +59,19 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
            code: bool = True) -> list[Path]:
     """Execute and render the report notebooks for one run; returns the HTML files written."""
     run = Path(run).resolve()
+    out_dir = Path(out_dir) if out_dir else OUT / (run.parent.name if run.is_file() else run.name)
     campaign = store.Campaign(run)
     if campaign.evals.is_dir():                      # a campaign: the latest evaluation vs the one before
         evs = campaign.eval_dirs()
         if not evs:
             raise FileNotFoundError(f"{run}: no evaluations under evals/")
-        out_dir = out_dir or campaign.notebooks
         if compare is None and len(evs) > 1:
             run, compare = evs[-2], evs[-1]
         else:
             run = evs[-1]
     if not store.is_run(run) and not (run.is_file() and run.suffix == ".json"):
         raise FileNotFoundError(f"{run}: no results.json (not a run directory)")
-    out_dir = Path(out_dir).resolve() if out_dir else store.Run(run if run.is_dir() else run.parent).notebooks
+    out_dir = out_dir.resolve()
     params = {"run": str(run), "compare": str(Path(compare).resolve()) if compare else None}
     out = []
     for name in notebooks:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,7 @@ class Row:
     kernel_ms: float | None = None      # device time of the kernels alone
     host_ms: float | None = None        # host wall time per call (launch + host work)
     sync_ms: float | None = None        # host wall per call until the whole device is idle
+    graph_ms: float | None = None       # per call in CUDA-graph replay (eval --graph), content refreshed
     # baseline
     baseline: str | None = None         # winning baseline's name
     baseline_version: str | None = None
@@ -58,8 +60,9 @@ class Row:
     baseline_tflops: float | None = None
     flops: float | None = None
     min_bytes: float | None = None
-    suspicious: bool = False
+    suspicious: bool = False            # flagged for review (a surprising speedup): not met until reviewed
     suspicious_reason: str = ""
+    runcheck: str = ""                  # the run-time code check: ok | refused | off | unavailable: why
 
     @classmethod
     def from_dict(cls, d: dict) -> "Row":
@@ -90,8 +93,9 @@ def summarize(rows: list[Row]) -> dict[str, Any]:
         "timed": len(timed),
         "geomean_speedup": geomean([r.speedup for r in timed]),
         "worst": {"scenario": worst.scenario, "row": worst.row, "speedup": worst.speedup} if worst else None,
-        "at_parity": sum(r.speedup >= 1.0 for r in timed),
-        "suspicious": sum(bool(r.suspicious) for r in rows),
+        # a flagged row is not counted as met anywhere (review.py): parity counts unflagged rows only
+        "at_parity": sum(r.speedup >= 1.0 and not r.suspicious for r in timed),
+        "suspicious": sum(bool(r.suspicious) for r in rows),        # flagged for review
         "all_correct": n > 0 and len(passed) == n,
     }
 
@@ -168,7 +172,7 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
             f"{(r.row if r.row is not None else ''):>3} {r.scenario[:34]:34} {r.status:8} {f(r.err_ratio, '9.3f')} "
             f"{f(r.time_ms, '9.4f')} {base[:16]:>16} {f(r.baseline_ms, '9.4f')} {f(r.speedup, '7.3f')} "
             f"{f(r.tflops, '8.1f')} {f(r.gbps, '7.0f')}"
-            + ("  SUSPICIOUS" if r.suspicious else "")
+            + ("  FLAGGED (not met until reviewed)" if r.suspicious else "")
             + (f"  [{r.reason[:60]}]" if r.status != "passed" and r.reason else "")
         )
     s = summary or summarize(rows)
@@ -181,6 +185,20 @@ def format_table(rows: list[Row], summary: dict | None = None) -> str:
         + (f"  worst {w['speedup']:.3f}x ({w['scenario']})" if w else "")
         + f"  at/above parity {s['at_parity']}/{s['timed']}"
         + (f"  n/a {s['na']}" if s["na"] else "")
-        + (f"  suspicious {s['suspicious']}" if s["suspicious"] else "")
+        + (f"  flagged {s['suspicious']} (not met until reviewed)" if s["suspicious"] else "")
     )
-    return "\n".join(lines)
+    return "\n".join(lines + table_notes(rows))
+
+
+def table_notes(rows: list[Row]) -> list[str]:
+    """The footnote printed under format_table: what each column means and why a row is flagged."""
+    notes = ["columns: err/bound = our max error / the allowed error (passes at <= 1); ms = our time per call "
+             "(median, host work included); baseline = the library timed beside it; base ms = its time per call; "
+             "speedup = base ms / ms (above 1: we are faster); TFLOP/s, GB/s = our FLOPs and minimum bytes per second."]
+    flagged = [r for r in rows if r.suspicious]
+    if flagged:
+        notes.append("FLAGGED (not met until reviewed) = a speedup too large to trust unchecked (above the flag "
+                     "line over the best baseline): the goal counts the row as not met until `kernelseek review "
+                     "RUN --scenario S --note ...` records that someone checked the benchmark: " + "; ".join(f"{f'row {r.row}' if r.row is not None else r.scenario}: "
+                                                  f"{r.suspicious_reason or 'flagged'}" for r in flagged))
+    return [textwrap.fill(n, 115, subsequent_indent="  ") for n in notes]

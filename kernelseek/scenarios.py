@@ -130,17 +130,36 @@ class Scenario:
             total += int(np.maximum(0, hi - lo + 1).sum())
         return total
 
+    def _seen(self) -> tuple[int, int]:
+        """(query rows that see at least one key, keys seen by at least one query row), all sequences.
+        A row's visible keys are a range that slides with the row, so their union is one range."""
+        left, right = self.effective_window
+        rows_q = rows_k = 0
+        for sq, (k0, k1) in zip(self.q_lens(), self.k_ranges()):
+            sk = max(0, k1 - k0)
+            i = np.arange(sq, dtype=np.int64)
+            diag = i + sk - sq
+            lo = np.zeros_like(i) if left < 0 else np.maximum(0, diag - left)
+            hi = np.full_like(i, sk - 1) if right < 0 else np.minimum(sk - 1, diag + right)
+            ok = hi >= lo
+            if ok.any():
+                rows_q += int(ok.sum())
+                rows_k += int(hi[ok].max() - lo[ok].min() + 1)
+        return rows_q, rows_k
+
     def flops(self) -> float:
         """2 FLOPs per multiply-add, both products: 2*Hq*attended*(D + Dv)."""
         return 2.0 * self.heads_q * self.attended() * (self.head_dim + self.dv)
 
     def min_bytes(self) -> float:
-        """Q, the used K/V rows and the descales read once; O (and fp32 LSE) written once."""
+        """The least traffic a kernel needs: the query rows that see a key and the key rows some query
+        sees (a sliding window over a long cache reads only the window), and the descales, read once;
+        O (and fp32 LSE) of every row written once. The fail line for bandwidth (peaks.py) divides it."""
         eb = DTYPE_BYTES[self.dtype]
         ob = 2
         rows_q = sum(self.q_lens())
-        rows_k = sum(max(0, k1 - k0) for k0, k1 in self.k_ranges())
-        q = rows_q * self.heads_q * self.head_dim * eb
+        seen_q, rows_k = self._seen()
+        q = seen_q * self.heads_q * self.head_dim * eb
         kv = rows_k * self.heads_kv * (self.head_dim + self.dv) * eb
         o = rows_q * self.heads_q * self.dv * ob + rows_q * self.heads_q * 4
         descales = 3 * self.n_batch * self.heads_kv * 4 if self.dtype == "fp8" else 0

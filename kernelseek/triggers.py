@@ -38,23 +38,28 @@ class Evaluation:
     geomean: float | None = None
     statuses: dict = field(default_factory=dict)   # scenario -> passed | failed | error | ...
     bound_fractions: dict = field(default_factory=dict)  # scenario -> time bound / time (>1: impossible)
-    suspicious: list = field(default_factory=list)  # scenarios the harness flagged
+    suspicious: list = field(default_factory=list)  # scenarios the harness flagged (not yet reviewed)
     label: str = ""
+    kernel: str = ""                               # kernel_sha256 of the evaluated source
 
     @property
     def failed(self) -> list[str]:
         return [s for s, st in self.statuses.items() if st == "failed"]
 
     @classmethod
-    def from_rows(cls, rows, time: float, bounds=None, label: str = "") -> "Evaluation":
-        """From results.Row objects; bounds as for bank.bound_fractions."""
+    def from_rows(cls, rows, time: float, bounds=None, label: str = "", kernel: str = "",
+                  reviews=()) -> "Evaluation":
+        """From results.Row objects; bounds as for bank.bound_fractions; flagged rows that a review
+        covers (review.py) are not counted as flagged."""
         from .bank import bound_fractions
         from .results import summarize
+        from .review import covering
         return cls(time=time, speedups={r.scenario: r.speedup for r in rows},
                    geomean=summarize(rows)["geomean_speedup"] if rows else None,
                    statuses={r.scenario: r.status for r in rows},
                    bound_fractions=bound_fractions(bounds),
-                   suspicious=[r.scenario for r in rows if r.suspicious], label=label)
+                   suspicious=[r.scenario for r in rows if r.suspicious and not covering(list(reviews), kernel, r)],
+                   label=label, kernel=kernel or "")
 
     @classmethod
     def from_run(cls, path, bounds: dict | None = None) -> "Evaluation":
@@ -69,7 +74,13 @@ class Evaluation:
                 t = calendar.timegm(time.strptime(meta["started_utc"], "%Y-%m-%dT%H:%M:%SZ"))
             except (KeyError, TypeError, ValueError):
                 t = res.stat().st_mtime
-        return cls.from_rows(rows, t, bounds, label=str(p))
+        from .review import load_reviews, reviews_path
+        try:
+            reviews = load_reviews(reviews_path(res))
+        except ValueError:
+            reviews = []
+        return cls.from_rows(rows, t, bounds, label=str(p), kernel=meta.get("kernel_sha256") or "",
+                             reviews=reviews)
 
 
 @dataclass
@@ -247,10 +258,15 @@ def suspicious_gain(h: History, jump: float = DEFAULT_JUMP) -> Moment | None:
     cur = h.evaluations[-1]
     above = sorted(s for s, f in cur.bound_fractions.items() if f > 1.0)
     if above or cur.suspicious:
+        from types import SimpleNamespace
+        from .review import flag_signature
         names = above or sorted(cur.suspicious)
+        flagged = [SimpleNamespace(scenario=n, speedup=cur.speedups.get(n), suspicious=True) for n in cur.suspicious]
+        # what the question is about: the same kernel and flagged speedups ask it once (review.py)
+        sig = flag_signature(cur.kernel, flagged) + ("|above:" + ",".join(above) if above else "")
         return Moment("suspicious_gain", f"{len(names)} row(s) faster than the bound allows or flagged "
                       f"by the harness: {', '.join(names[:4])}", ("benchmark validity", "measurement check"),
-                      {"above_bound": above, "flagged": list(cur.suspicious)})
+                      {"above_bound": above, "flagged": list(cur.suspicious), "signature": sig})
     if len(h.evaluations) < 2:
         return None
     prev = h.evaluations[-2]

@@ -22,7 +22,7 @@ TABLE_COLUMNS = ["row", "scenario", "status", "time_ms", "baseline", "baseline_m
 
 def _png(fig) -> bytes:
     buf = io.BytesIO()
-    fig.savefig(buf, format="png", dpi=80)
+    fig.savefig(buf, format="png", dpi=90, bbox_inches="tight")
     return buf.getvalue()
 
 
@@ -81,10 +81,11 @@ class Console:
         tl = triage.timeline(evs)
         self.bounds = self._bounds()
         title = f"evaluation {evs[-1].name}: speedup per row"
-        self.figures = {"triage": _png(plots.speedup_bars(self.rows, title=title)),
-                        "timeline": _png(plots.timeline_plot(tl))}
+        run = evs[-1].relative_to(self.campaign.parent).as_posix()     # <campaign>/<its evaluations>/<n>
+        self.figures = {"triage": _png(plots.speedup_bars(self.rows, title=title, meta=self.meta, run=run)),
+                        "timeline": _png(plots.timeline_plot(tl, meta=self.meta))}
         if self.bounds is not None:
-            self.figures["bounds"] = _png(plots.sol_bars(self.bounds))
+            self.figures["bounds"] = _png(plots.sol_bars(self.bounds, meta=self.meta, run=run))
         cols = ["eval", "label", "geomean", "worst_speedup", "passed", "scenarios"]
         self.state.update(evals=len(evs), latest=str(evs[-1]), summary=results.summarize(self.rows),
                           triage=tri.summary, refreshes=self.state["refreshes"] + 1,
@@ -262,7 +263,8 @@ class Console:
             f"<b>{_esc(st['campaign'] or 'no campaign')}</b>: {st['evals']} evaluation(s); latest passed "
             f"{s.get('passed', 0)}/{s.get('scenarios', 0)}, geomean {f'{gm:.3f}x' if gm else 'n/a'}, at parity "
             f"{s.get('at_parity', 0)}/{s.get('timed', 0)} <small>(refresh {st['refreshes']}, {_now()})</small>")
-        ui["plots"].children = [w.Image(value=png, format="png", layout=w.Layout(width="32%", min_width="320px"))
+        # each figure at its own size (its labels stay readable), shrunk only to fit the page's width
+        ui["plots"].children = [w.Image(value=png, format="png", layout=w.Layout(max_width="100%", height="auto"))
                                 for png in self.figures.values()]
         df = results.to_frame(self.rows) if self.rows else None
         ui["table"].value = "" if df is None else df[[c for c in TABLE_COLUMNS if c in df]].to_html(

@@ -8,7 +8,9 @@ request starts a fresh one. Nothing the candidate does reaches the parent's memo
 
 Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
           {"op": "scenario", "scenario": {...}, "kernel_so": path|None, "baseline": spec, "seed": int,
-           "check_only": bool, "budget_s": float, "stand_in": bool} -> fields of a results Row.
+           "check_only": bool, "budget_s": float, "stand_in": bool, "defence": bool, "graph": bool}
+          -> fields of a results Row (defence.py: the defences; graph: also the candidate's
+          CUDA-graph replay time).
 Run by hand: `python -m kernelseek.worker` and type requests.
 """
 from __future__ import annotations
@@ -30,14 +32,15 @@ _EOF = "\x00<eof>"                                   # sentinel: the child close
 class Worker:
     """A restartable child process; `request()` never raises for anything the child does."""
 
-    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None):
+    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None,
+                 extra_env: dict | None = None):
         self.cmd = cmd or [sys.executable, "-m", "kernelseek.worker"]
         if env is None:                                    # FA4 compiles per shape: keep them on disk
             env = dict(os.environ)
             env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
             env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
                            str(Path.home() / ".cache" / "kernelseek" / "fa4"))
-        self.env = env
+        self.env = {**env, **(extra_env or {})}
         self.log_path = Path(log_path) if log_path else None
         self.proc: subprocess.Popen | None = None
         self.restarts = 0
@@ -201,23 +204,32 @@ class _Job:
 
 def _scenario(req: dict) -> dict:
     """One scenario, top to bottom: inputs and references -> the candidate's checked call -> each
-    baseline's checked call -> timing, candidate and baselines interleaved on fresh input sets ->
-    the last timed call checked again with inputs changed in place -> the fields of a results Row."""
+    baseline's checked call -> timing, candidate and baselines interleaved on input sets whose
+    content is fresh for every batch (defence.py) -> the checks after timing (new content in place,
+    near repeats) and, with "graph", CUDA-graph replay -> the fields of a results Row. The run-time
+    code check's verdict is added by serve() (defence.Defence.end)."""
     from . import timing
+    from .defence import Defence, graph_timing
+    guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     job = _Job(req)                                     # the scenario, seeded inputs, references
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
-    lib = _check_candidate(job, req["kernel_so"], out) if req.get("kernel_so") else None
+    lib = _check_candidate(job, req["kernel_so"], out, guard) if req.get("kernel_so") else None
     bound = _check_baselines(job, req.get("baseline") or "best", req.get("stand_in", True), out)
     if job.check_only or out["status"] != "passed" and not bound:
         return out
-    sets = [job.inputs(job.seed + 1 + i) for i in range(timing.sets_needed(job.s.min_bytes()))]
-    launches = _candidate_launches(job, lib, sets) if lib is not None and out["status"] == "passed" else []
-    impls = _timed_impls(job, launches, bound, sets, out)
+    cand = lib if lib is not None and out["status"] == "passed" else None
+    pool = _timing_pool(job, cand, bound, out, guard)
+    impls = _timed_impls(pool, bound)
     job.mark("timing_setup")
-    res = timing.time_interleaved(impls, len(sets), budget_s=job.budget_s)
+    hooks = guard.hooks(pool, lambda st, o, lse: _verify(job, st, o, lse))
+    res = timing.time_interleaved(impls, len(pool.sets), budget_s=job.budget_s, hooks=hooks)
     job.mark("timing")
-    if launches:
-        _recheck_last_call(job, sets[0], launches[0], out)
+    if cand is not None:
+        guard.after_timing(pool, lambda: impls["candidate"](0), lambda st, o, lse: _verify(job, st, o, lse))
+        if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
+            out.update(graph_timing(guard, pool, hooks, lib))
+        for why in guard.failures:
+            _fail(out, why)
         _check_accounting(res.get("candidate"), out)
         job.mark("last_call_check")
     for name, t in res.items():
@@ -225,16 +237,18 @@ def _scenario(req: dict) -> dict:
     return out
 
 
-def _check_candidate(job: _Job, kernel_so: str, out: dict):
-    """The candidate's checked call: poisoned outputs, one launch, the check. Returns the library."""
+def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
+    """The candidate's checked call: poisoned outputs, one launch, the check. Returns the library.
+    Loading and the call run in the run-time check's window (only the candidate's own code)."""
     import torch
     from . import abi
     from .check import check_output
     from .inputs import alloc_outputs
-    lib = abi.load(kernel_so)
+    lib = guard.load(abi, kernel_so)
     o, lse = alloc_outputs(job.s, job.inp)
     try:
-        abi.launch(lib, job.s, job.inp, o, lse)
+        with guard.window():
+            abi.launch(lib, job.s, job.inp, o, lse)
         failure = None
     except abi.LaunchError as e:
         failure = str(e)
@@ -283,50 +297,52 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
     return bound
 
 
-def _candidate_launches(job: _Job, lib, sets: list) -> list:
-    """One prepared launch per timing input set (fresh outputs and workspace each)."""
-    from . import abi
+def _timing_pool(job: _Job, lib, bound: dict, out: dict, guard):
+    """The timing's input sets (defence.SetPool): each with the candidate's prepared launch (its own
+    outputs and workspace) and each baseline bound to it; more are added when a batch needs them."""
+    from . import abi, timing
+    from .defence import SetPool
     from .inputs import alloc_outputs
-    return [abi.Launch(lib, job.s, st, *alloc_outputs(job.s, st)) for st in sets]
+
+    def launch_for(st):
+        with guard.window():                            # the workspace query is the candidate's code
+            return abi.Launch(lib, job.s, st, *alloc_outputs(job.s, st))
+
+    def bind_all(st):
+        calls = {}
+        for name, b in list(bound.items()):
+            try:
+                calls[name] = b.bind(job.s, st).call
+            except Exception as e:
+                if pool.base.get(name):                   # bound before: time it on that set again
+                    calls[name] = pool.base[name][-1]
+                    continue
+                out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+                bound.pop(name)
+        return calls
+
+    pool = SetPool(job.s, job.seed, "cuda", lambda i: job.inputs(job.seed + 1 + i),
+                   launch_for if lib is not None else None, bind_all)
+    for _ in range(timing.sets_needed(job.s.min_bytes())):
+        pool.add()
+    return pool
 
 
-def _timed_impls(job: _Job, launches: list, bound: dict, sets: list, out: dict) -> dict:
+def _timed_impls(pool, bound: dict) -> dict:
     """{name: call(i) on input set i}: the candidate (when it passed) and each baseline that passed."""
     impls = {}
-    if launches:
-        impls["candidate"] = lambda i: launches[i]("during timing")
-    for name, b in bound.items():
-        try:
-            calls = [b.bind(job.s, st).call for st in sets]
-            impls[name] = (lambda cs: (lambda i: cs[i]()))(calls)
-        except Exception as e:
-            out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+    if pool.cand:
+        impls["candidate"] = lambda i: pool.cand[i]("during timing")
+    for name in list(bound):
+        impls[name] = (lambda calls: (lambda i: calls[i]()))(pool.base[name])
     return impls
 
 
-def _recheck_last_call(job: _Job, inp, launch, out: dict) -> None:
-    """Same pointers, new values: a kernel that caches results by pointer or shape, or skips work
-    after its first call, now returns stale numbers (the check sees them)."""
-    import torch
+def _verify(job: _Job, inp, o, lse):
+    """The pass rule on one output, against both references on `inp`'s current content."""
     from .check import check_output
     from .reference import attention_ref
-    fresh = job.inputs(job.seed + 10_000)
-    for name in ("q", "k", "v", "sinks", "q_descale", "k_descale", "v_descale"):
-        dst = getattr(inp, name, None)
-        if dst is not None:
-            dst.copy_(getattr(fresh, name))
-    del fresh
-    o, lse = launch.o, launch.lse
-    # finite but wrong values (not NaN: a kernel must not recognize a checked call by its poison)
-    o.copy_(torch.rand_like(o, dtype=torch.float32).mul_(4).sub_(2).to(o.dtype))
-    if lse is not None:
-        lse.uniform_(-3.0, 3.0)
-    launch("during timing")
-    torch.cuda.synchronize()
-    c = check_output(job.s, o, lse, attention_ref(job.s, inp, "fp32"), attention_ref(job.s, inp, "lowp"))
-    if not c.passed:
-        _fail(out, "after timing, with the inputs changed in place (same pointers), "
-                   f"the output is wrong (stale or skipped work?): {c.reason}")
+    return check_output(job.s, o, lse, attention_ref(job.s, inp, "fp32"), attention_ref(job.s, inp, "lowp"))
 
 
 def _check_accounting(t, out: dict) -> None:
@@ -361,15 +377,19 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
         reply_fd = os.dup(1)
         os.dup2(2, 1)
     reply = os.fdopen(reply_fd, "w", buffering=1)
+    from . import defence
+    defence.start_monitor()                               # before CUDA loads any module (runcheck.py)
     for line in inp:
         if not line.strip():
             continue
         exit_after = False
+        op = None
         try:
             req = json.loads(line)
             op = req.get("op")
             if op == "meta":
                 ans = _meta()
+                ans["runcheck"] = defence.monitor_state()
             elif op == "scenario":
                 ans = _scenario(req)
             elif op == "exit":
@@ -381,6 +401,11 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
             ans = {"status": "error", "reason": f"{type(e).__name__}: {str(e)[:500]}", "traceback": tb[-1500:]}
             msg = str(e).lower()
             exit_after = "cuda" in msg or "illegal" in msg or "accelerator" in msg
+        if op == "scenario":                              # what ran decides, even after an error
+            try:
+                ans = defence.Defence.end(ans)
+            except Exception as e:
+                ans.update(status="error", reason=f"run-time check failed: {type(e).__name__}: {e}")
         if exit_after:
             ans["_exit"] = True                           # a sticky CUDA error: ask for a fresh worker
         reply.write(json.dumps(ans, default=_jsonable) + "\n")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One round on the H200 after a kernel change, in as few device calls as possible.
-#   bash tools/gpu_round.sh probes     build the probes in parallel, run them (correctness gate;
-#                                      see PROBE_PASSES below)
+#   bash tools/gpu_round.sh probes     build the probes (tests/probes/) in parallel, run them
+#                                      (correctness gate; see PROBES and PROBE_PASSES below)
 #   bash tools/gpu_round.sh bench      optest + hopper checks, then bench26 twice (FA4 staged first:
 #                                      three calls, ../shared/tools/fa4/README.md)
 #   bash tools/gpu_round.sh ab         A/B of the v5 choices on the rows they touch, as build variants:
@@ -22,7 +22,7 @@
 #                                      one build variant (NAME=VALUE words, each a --define) on one
 #                                      machine, order off on on off (the run's meta.build_defines
 #                                      tells them apart; both builds are cached after the first pass)
-#   WIP=kernels/wip/<dir> SCEN=rows bash tools/gpu_round.sh wip
+#   WIP=<dir with fa3_hopper.patch, or the .patch> SCEN=rows bash tools/gpu_round.sh wip
 #                                      a wip patch in one call: the kernel kept as fa3_hopper_base.cu
 #                                      (a kernel folder: copied with its headers under kernels/base/;
 #                                      its patch applies with -p1 inside the folder),
@@ -32,32 +32,60 @@
 #                                      WIP_PROBES=0 skips the probes (a host-side patch)
 #   bash tools/gpu_round.sh jitter     FA4's host time per call on rows 20 and 22, per CPU and over
 #                                      time (tools/host_jitter.py; issue 3)
-# KERNEL: the kernel (default kernels/fa3_hopper/, else the file kernels/fa3_hopper.cu it was split from).
+# KERNEL: the kernel, a folder or a .cu file (default kernels/fa3_hopper).
 # Logs and run directories (tarred) go to $OUT; the last lines printed are the short table.
 # Export KSEEK_GIT_REV=<commit> first: the device copy has no usable git.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 source tools/site.sh  # pyelftools from .whl/ (the profile phase imports the build), FA4 if staged
-A="-gencode=arch=compute_90a,code=sm_90a -O2 -I.."
-K=${KERNEL:-$([ -d kernels/fa3_hopper ] && echo kernels/fa3_hopper || echo kernels/fa3_hopper.cu)}
-PROBES=${PROBES:-probe/probe_fa3}  # kernels/<dir>/<name> without .cu (e.g. add probe/probe_decode)
+A="-gencode=arch=compute_90a,code=sm_90a -O2"   # the probes' build (they include the kernel folder)
+PB=${PB:-/tmp/probes}; mkdir -p "$PB"             # where probe executables go
+K=${KERNEL:-kernels/fa3_hopper}
+PROBES=${PROBES:-probe_fa3}  # tests/probes/<name> without .cu (e.g. PROBES="probe_fa3 probe_decode probe_fp8")
 # probe_fa3's quick gate: the shipped schedule and the forced-dynamic pass, no timings (about 2 min
-# with the build); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH unset (env -u) for all.
+# with the builds); PROBE_PASSES=default,dynamic,static,var0,var1,flat and PROBE_NO_BENCH unset (env -u)
+# for all. Each pass but default is a build variant of probe_fa3 (kernels/fa3_hopper/variants.cuh)
+# running its (f) section only.
 export PROBE_PASSES=${PROBE_PASSES-default,dynamic} PROBE_NO_BENCH=${PROBE_NO_BENCH-1}
+pass_flags() {  # the -D flags of a probe_fa3 pass
+  case $1 in
+    dynamic) echo "-DKSEEK_FA3_SCHED=dynamic -DKSEEK_FA3_SECTION_MB=0.5" ;;  # every case through the counter
+    static) echo "-DKSEEK_FA3_SCHED=static" ;;
+    var0) echo "-DKSEEK_FA3_VARIANT=0" ;;
+    var1) echo "-DKSEEK_FA3_VARIANT=1" ;;
+    flat) echo "-DKSEEK_FA3_ORDER=flat" ;;
+  esac
+}
 for what in "$@"; do
   case $what in
     probes)
-      (cd kernels && for p in $PROBES; do nvcc $A -I. -o $p $p.cu > "$OUT/build_$(basename $p).txt" 2>&1 & done; wait)
+      for p in $PROBES; do nvcc $A -o "$PB/$p" tests/probes/$p.cu > "$OUT/build_$p.txt" 2>&1 & done
+      for ps in ${PROBE_PASSES//,/ }; do
+        [ "$ps" = default ] || nvcc $A $(pass_flags $ps) -o "$PB/probe_fa3_$ps" tests/probes/probe_fa3.cu \
+          > "$OUT/build_probe_fa3_$ps.txt" 2>&1 &
+      done; wait
+      ok=1
       for p in $PROBES; do
-        (cd kernels/$(dirname $p) && timeout 300 ./$(basename $p) > "$OUT/$(basename $p).txt" 2>&1); echo "$p rc=$?"
-        grep -E "FAIL|ALL PASS|FAILED|\(g|TIME|SWEEP|== " "$OUT/$(basename $p).txt" | tail -30
-      done ;;
-    variants)  # probe_fa3's (g) timings for the v5c kernel and two build variants (NOTES, open question)
-      (cd kernels/probe && for v in "base:" "noskip:-DFA3_NO_RESCALE_SKIP" "regs240:-DFA3_REGS_24_240"; do
-         nvcc $A ${v#*:} -o probe_fa3_${v%%:*} probe_fa3.cu > "$OUT/build_variant_${v%%:*}.txt" 2>&1 & done; wait)
+        [ "$p" = probe_fa3 ] && [[ ",$PROBE_PASSES," != *,default,* ]] && continue
+        timeout 300 "$PB/$p" > "$OUT/$p.txt" 2>&1; echo "$p rc=$?"
+        grep -E "FAIL|ALL PASS|FAILED|\(g|TIME|SWEEP|== |build variant" "$OUT/$p.txt" | tail -30
+        grep -q "^ALL PASS: 0 failure" "$OUT/$p.txt" || ok=0
+      done
+      for ps in ${PROBE_PASSES//,/ }; do
+        [ "$ps" = default ] && continue
+        timeout 300 "$PB/probe_fa3_$ps" f > "$OUT/probe_fa3_$ps.txt" 2>&1; echo "probe_fa3 pass $ps rc=$?"
+        grep -E "FAIL|ALL PASS|FAILED|build variant" "$OUT/probe_fa3_$ps.txt" | tail -12
+        grep -q "^ALL PASS: 0 failure" "$OUT/probe_fa3_$ps.txt" || ok=0
+      done
+      if [ $ok = 1 ]; then echo "ALL PASS: 0 failure(s) (every probe and pass)"; else echo "FAILED: a probe or pass"; fi \
+        | tee "$OUT/probes_verdict.txt" ;;
+    variants)  # probe_fa3's (g) timings for the kernel and two probe-only build hooks (NOTES, open question)
+      for v in "base:" "noskip:-DFA3_NO_RESCALE_SKIP" "regs240:-DFA3_REGS_24_240"; do
+        nvcc $A ${v#*:} -o "$PB/probe_fa3_${v%%:*}" tests/probes/probe_fa3.cu > "$OUT/build_variant_${v%%:*}.txt" 2>&1 &
+      done; wait
       for v in base noskip regs240; do
-        (cd kernels/probe && env -u PROBE_NO_BENCH PROBE_PASSES= timeout 150 ./probe_fa3_$v f > "$OUT/variant_$v.txt" 2>&1)
+        env -u PROBE_NO_BENCH timeout 150 "$PB/probe_fa3_$v" f > "$OUT/variant_$v.txt" 2>&1
         echo "== $v"; grep -E "FAIL|\(g\)" "$OUT/variant_$v.txt" | tail -14
       done ;;
     bench)
@@ -105,11 +133,12 @@ for what in "$@"; do
       else
         BASE=kernels/fa3_hopper_base.cu; cp "$K" $BASE; PATCH=(patch "$K")
       fi
-      if ! "${PATCH[@]}" < "${WIP:?WIP=kernels/wip/dir}/fa3_hopper.patch" > "$OUT/wip_patch.txt" 2>&1; then
+      WP=${WIP:?WIP=dir or .patch}; [ -d "$WP" ] && WP=$WP/fa3_hopper.patch
+      if ! "${PATCH[@]}" < "$WP" > "$OUT/wip_patch.txt" 2>&1; then
         echo "wip: the patch does not apply"; cat "$OUT/wip_patch.txt"; continue
       fi
       if [ "${WIP_PROBES:-1}" = 0 ]; then  # host-side patches: the harness checks are the gate
-        echo "ALL PASS: 0 failure(s) (probes skipped: WIP_PROBES=0)" > "$OUT/probe_fa3.txt"
+        echo "ALL PASS: 0 failure(s) (probes skipped: WIP_PROBES=0)" > "$OUT/probes_verdict.txt"
       else
         (PROBE_PASSES=default,dynamic,static timeout 400 bash "$0" probes > "$OUT/wip_probes.txt" 2>&1) &
       fi
@@ -117,7 +146,7 @@ for what in "$@"; do
        python3 -m kernelseek build $BASE > "$OUT/build_B.txt" 2>&1 & wait)
       wait
       grep -E "SERIAL|WARNING" "$OUT/build_A.txt"; tail -n 4 "$OUT/wip_probes.txt" 2>/dev/null
-      if grep -q "ALL PASS: 0 failure" "$OUT/probe_fa3.txt" 2>/dev/null; then
+      if grep -q "ALL PASS: 0 failure" "$OUT/probes_verdict.txt" 2>/dev/null; then
         KERNEL=$K bash tools/h200.sh check > "$OUT/wip_check.txt" 2>&1
         grep -h "correct\|run directory" "$OUT/wip_check.txt"
         if [ "$(grep -c 'correct \([0-9]*\)/\1 ' "$OUT/wip_check.txt")" = 2 ]; then

@@ -92,8 +92,9 @@ class Bank(Arm):
             return "start"
         if m.kind == "plateau":
             return f"plateau@{n // max(1, self.cfg.plateau_evals)}"
-        if m.kind == "suspicious_gain":
-            return f"suspicious_gain@{len(h.evaluations)}"
+        if m.kind == "suspicious_gain":   # a flag asks once while its signature holds (review.py)
+            sig = m.evidence.get("signature")
+            return f"suspicious_gain:{sig}" if sig else f"suspicious_gain@{len(h.evaluations)}"
         return f"{m.kind}@{m.evidence.get('time')}"
 
     def observe(self, loop):

@@ -31,6 +31,10 @@ def register(subparsers) -> None:
     p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                    help="build variant: compile with -DNAME=VALUE, recorded as meta build_defines (repeatable)")
     p.add_argument("--no-progress", action="store_true")
+    p.add_argument("--no-defence", action="store_true",
+                   help="time the old way (fixed input sets, no verification, no run-time code check): "
+                        "only to measure what the defence costs; such rows never meet a goal")
+    p.add_argument("--graph", action="store_true", help="also time the candidate's CUDA-graph replay (graph_ms)")
     p.set_defaults(func=run)
 
 
@@ -44,7 +48,8 @@ def run(args) -> int:
         raise UserError(problem)
     run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                      args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
-                                     progress=not args.no_progress, defines=defines)
+                                     progress=not args.no_progress, defines=defines,
+                                     defence=not args.no_defence, graph=args.graph)
     if args.json:
         print(Run(run_dir).results_file.read_text())
     else:

@@ -15,8 +15,7 @@ from ..paths import KERNELS
 
 def register(subparsers) -> None:
     p = subparsers.add_parser("main", description=about(__doc__))
-    p.add_argument("--kernel", help="kernel file or folder (default: kernels/fa3_hopper/, else "
-                   "kernels/fa3_hopper.cu, else kernels/naive_fwd.cu)")
+    p.add_argument("--kernel", help="kernel file or folder (default: kernels/fa3_hopper/, else kernels/naive_fwd.cu)")
     p.add_argument("--grid", default="bench26")
     p.add_argument("--define", action="append", default=[], metavar="NAME=VALUE",
                    help="build variant of the kernel: -DNAME=VALUE (repeatable; not with the replay)")
@@ -27,7 +26,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     from ..evaluate import check_inputs, evaluate, exit_code, machine_problem
-    kernel = args.kernel or next(str(p) for p in (KERNELS / "fa3_hopper", KERNELS / "fa3_hopper.cu",
+    kernel = args.kernel or next(str(p) for p in (KERNELS / "fa3_hopper",
                                                   KERNELS / "naive_fwd.cu") if p.exists())
     with user_input():
         defines = parse_defines(args.define)

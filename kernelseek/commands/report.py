@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("run", help="a run directory (with results.json), or a campaign directory")
     p.add_argument("--compare", metavar="RUN2", help="a later run to compare against RUN")
     p.add_argument("--ceilings", metavar="FILE", help="a ceilings JSON (default: by the run's GPU)")
-    p.add_argument("--out", metavar="DIR", help="where to write (default RUN/notebooks/)")
+    p.add_argument("--out", metavar="DIR", help="where to write (default out/report/<RUN's name>/ under the working directory)")
     p.add_argument("--no-code", action="store_true", help="leave the code cells out of the HTML")
     p.set_defaults(func=run)
 

@@ -54,7 +54,8 @@ def run(args) -> int:
         print(CMP.format_compare(CMP.compare(rows, rows2, args.noise), rows, rows2))
     if args.plot:
         from .. import plots
-        fig = plots.speedup_bars(rows2 if rows2 is not None else rows)
+        shown = Path(args.compare) if rows2 is not None else target
+        fig = plots.speedup_bars(rows2 if rows2 is not None else rows, meta=results.load(shown)[1], run=shown.name)
         with user_input(args.plot):
             fig.savefig(args.plot, dpi=120, bbox_inches="tight")
         print(f"\nwrote {args.plot}")

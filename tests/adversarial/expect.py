@@ -1,7 +1,8 @@
 """The header of each adversarial kernel, parsed, and the rule that says whether a run met it.
 
 Every tests/adversarial/*.cu starts with comment lines
-    // TRICK: what the kernel does to cheat (free text, may continue on following // lines)
+    // TRICK: what the kernel does to cheat (free text, may continue on following // lines);
+    //        "none: ..." marks an honest kernel, whose rows must pass unflagged
     // EXPECT: status=<passed|failed|error|timeout|refused>[, reason contains "<text>[|<alt>...]"]
     //         [, where="<substring>"] [, scenarios="<filter>"] [, timeout=<seconds>]
     // HOLE: (optional) a hole in the guards this kernel slips through today, and the fix
@@ -26,7 +27,7 @@ REPO = ADV_DIR.parent.parent
 GRID = ADV_DIR / "grid.yaml"
 STATUSES = ("passed", "failed", "error", "timeout", "refused")
 # Reasons only the checks after the timing loop give: such kernels must be timed alone.
-TIMING_GUARDS = ("stale or skipped work", "work escapes the timed stream")
+TIMING_GUARDS = ("stale or skipped work", "work escapes the timed stream", "CUDA-graph replay")
 
 _TAG = re.compile(r"^//\s*(TRICK|EXPECT|HOLE|CLOSED):\s*(.*)$")
 _STATUS = re.compile(r"\bstatus=(\w+)")
@@ -47,7 +48,12 @@ class Expect:
     scenarios: str | None = None
     timeout_s: float | None = None
     hole: str = ""
-    honest: bool = False           # an honest reference kernel: passes, never suspicious
+    honest: bool = False           # an honest kernel (TRICK: none ...): passes, never flagged
+
+    @property
+    def runtime_refusal(self) -> bool:
+        """Refused by the run-time code check (runcheck.py), which no static check can replace."""
+        return self.status == "refused" and any("run-time check" in r for r in self.reasons)
 
     @property
     def decided_before_timing(self) -> bool:
@@ -110,7 +116,8 @@ def parse(path: str | Path) -> Expect:
     w, sc, t = _WHERE.search(expect), _SCEN.search(expect), _TIMEOUT.search(expect)
     return Expect(name=path.stem, path=path, trick=trick, status=status, reasons=reasons,
                   where=w.group(1) if w else None, scenarios=sc.group(1) if sc else None,
-                  timeout_s=float(t.group(1)) if t else None, hole=hole)
+                  timeout_s=float(t.group(1)) if t else None, hole=hole,
+                  honest=status == "passed" and trick.lower().startswith("none"))
 
 
 def kernel_files() -> list[Path]:

@@ -30,6 +30,7 @@ struct Opts {
   int key_limit = -1;            // >= 0: keys j >= key_limit are ignored (dropped, not masked)
   bool fp8_operands = false;     // round q, k, v and the softmax weights P through fp8 e4m3
   bool skip_if_written = false;  // a row whose output is not NaN (not poisoned) is left as it is
+  const int* skip_if_set = nullptr;  // device flag: when it holds a nonzero value, compute nothing
 };
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -42,6 +43,7 @@ __device__ __forceinline__ float round_fp8(float x) {
 
 template <typename T, typename TO>
 __global__ void __launch_bounds__(kThreads) attention_kernel(const __grid_constant__ kseek_params p, Opts opt) {
+  if (opt.skip_if_set && *opt.skip_if_set) return;   // decided on the GPU by an earlier kernel
   const int64_t idx = (int64_t)blockIdx.x * blockDim.x + threadIdx.x;
   const int64_t rows = (int64_t)p.batch * p.heads_q * p.seqlen_q;
   if (idx >= rows) return;

@@ -52,6 +52,7 @@ BASELINE = os.environ.get("KSEEK_ADV_BASELINE", "cudnn")
 TIMEOUT_S = 120.0        # per scenario, unless the kernel's EXPECT says otherwise (the spin: 8 s)
 BUDGET_S = 0.1           # seconds of timed calls per implementation and scenario
 SERIAL = os.environ.get("KSEEK_ADV_SERIAL") == "1"
+GRAPH = os.environ.get("KSEEK_ADV_GRAPH", "1") == "1"   # also time CUDA-graph replay (memo_graph needs it)
 
 
 def _kernels() -> list:
@@ -88,7 +89,7 @@ def _run_one(exp, runs_dir: Path) -> dict:
         grid = str(X.GRID.relative_to(REPO)) if here else str(X.GRID)
         run, rows, meta = evaluate(kernel, grid, baseline=BASELINE, scenarios=exp.scenarios,
                                    timeout_s=exp.timeout_s or TIMEOUT_S, budget_s=BUDGET_S,
-                                   runs_dir=str(runs_dir), progress=False,
+                                   runs_dir=str(runs_dir), progress=False, graph=GRAPH,
                                    command=f"tests/gpu/test_adversarial_gpu.py {exp.name}")
         return {"rows": rows, "meta": meta, "run_dir": str(run), "error": None,
                 "wall_s": time.perf_counter() - t0}
@@ -143,7 +144,8 @@ def runs(tmp_path_factory) -> dict:
         "meta": {"gpu": env.get("gpu"), "driver": env.get("driver"), "cuda_runtime": env.get("cuda_runtime"),
                  "torch": env.get("torch"), "cudnn": env.get("cudnn"), "git_rev": git_revision(),
                  "started_utc": started, "grid": str(X.GRID.relative_to(REPO)), "baseline": BASELINE,
-                 "budget_s": BUDGET_S, "timeout_s": TIMEOUT_S, "serial": SERIAL,
+                 "budget_s": BUDGET_S, "timeout_s": TIMEOUT_S, "serial": SERIAL, "graph": GRAPH,
+                 "defence": {n: r["meta"].get("defence") for n, r in out.items()},
                  "side_by_side": [e.name for e in side_by_side], "build_s": round(build_s, 1),
                  "side_by_side_s": round(side_s, 1), "wall_s": round(total_s, 1),
                  "kernel_wall_s": {n: round(r["wall_s"], 1) for n, r in out.items()},
@@ -167,7 +169,7 @@ def _print_summary(out: dict, verdicts: dict, meta: dict) -> None:
           f"side by side {meta['side_by_side_s']} s, total {meta['wall_s']} s")
     for name, r in out.items():
         rows = r["rows"]
-        st = ", ".join(f"{row.scenario}={row.status}{'(SUSPICIOUS)' if row.suspicious else ''}" for row in rows)
+        st = ", ".join(f"{row.scenario}={row.status}{'(FLAGGED)' if row.suspicious else ''}" for row in rows)
         print(f"  {name:16} {r['wall_s']:6.1f} s  {st or r['error']}")
         print(f"  {'':16}          -> {verdicts[name][0][:160]}")
 
@@ -211,3 +213,30 @@ def test_results_file_written(runs):
         pytest.skip("KSEEK_ADVERSARIAL_OUT not set: no results file requested")
     doc = json.loads(Path(dest).read_text())
     assert set(doc["kernels"]) == set(BY_NAME) and doc["meta"]["gpu"] and doc["meta"]["git_rev"]
+
+
+def test_the_run_time_check_ran_and_passed_every_honest_row(runs):
+    """The CUPTI monitor was on in every worker, and every honest row's own code was recognized."""
+    for exp in KERNELS:
+        r = runs[exp.name]
+        if r["meta"].get("defence"):
+            assert str(r["meta"]["defence"].get("runcheck", "")).startswith("on"), (exp.name, r["meta"]["defence"])
+        if exp.honest:
+            for row in r["rows"]:
+                assert row.runcheck.startswith("ok"), (exp.name, row.scenario, row.runcheck, row.reason)
+
+
+def test_the_hidden_blas_call_is_named(runs):
+    """blas_hidden is refused naming a kernel that is not the candidate's (cuBLAS's GEMM)."""
+    for row in runs["blas_hidden"]["rows"]:
+        assert row.status == "refused" and "its code is not in the candidate binary" in row.reason, row.reason
+        assert "gemm" in row.reason.lower() or "kernel" in row.reason, row.reason
+
+
+def test_honest_rows_have_graph_times_when_asked(runs):
+    if not GRAPH:
+        pytest.skip("KSEEK_ADV_GRAPH=0")
+    for exp in KERNELS:
+        if exp.honest and exp.name != "fa3_hopper":
+            for row in runs[exp.name]["rows"]:
+                assert row.graph_ms and row.graph_ms > 0, (exp.name, row.scenario)

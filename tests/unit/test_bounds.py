@@ -47,6 +47,22 @@ def test_bound_arithmetic_by_hand():
     assert d.outside_candidate_ms == pytest.approx(0.05)
     text = bounds.format_bounds(df.reset_index(), CEIL)
     assert "Test GPU 9000" in text and "memory" in text and "compute" in text
+    # every column is explained under the table; no row is negative outside the kernel, so no such note
+    notes = " ".join(text.split("columns:")[1].split())
+    for col in ("GFLOP, MB", "t_comp, t_mem", "binds", "SOL, SOLb", "out ms, out b"):
+        assert col + " =" in notes
+    assert "negative" not in text
+
+
+def test_negative_outside_time_is_explained():
+    """A profiler kernel time longer than the per-call median gives a negative `out ms`: the footnote
+    names the row and says to read it as ~0."""
+    rows = [_row("a", "bf16", 1e12, 1e9, t=2.0, kt=2.05, b=2.0, bk=1.9, row=7),
+            _row("b", "bf16", 1e12, 1e9, t=2.0, kt=1.9, b=2.0, bk=1.9, row=8)]
+    text = bounds.format_bounds(bounds.bounds_table(rows, CEIL), CEIL)
+    assert "-0.0500" in text
+    note = " ".join(text.split("negative out ms")[1].split())
+    assert note.startswith("/ out b (rows 7):") and "read them as ~0" in note
 
 
 def test_missing_counts_and_failed_rows():

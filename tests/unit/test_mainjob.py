@@ -77,6 +77,13 @@ def test_summary_geomean_worst_and_parity():
     assert s["failed"] == 1 and s["na"] == 1 and not s["all_correct"]
     text = R.format_table(rows)
     assert "max error" in text and "n/a" in text
+    assert "columns: err/bound =" in text and "FLAGGED (not met until reviewed) =" not in text
+    rows[0].suspicious, rows[0].suspicious_reason, rows[0].row = True, "speedup 2.00x above 1.6x", 3
+    text = R.format_table(rows)
+    line = next(x for x in text.splitlines() if x.split()[:2] == ["3", "a"])
+    assert line.endswith("FLAGGED (not met until reviewed)")
+    note = " ".join(text.split("FLAGGED (not met until reviewed) =")[1].split())
+    assert "kernelseek review" in note and "row 3: speedup 2.00x above 1.6x" in note
 
 
 def test_results_roundtrip_and_bad_file(tmp_path):

@@ -41,8 +41,26 @@ def test_speedup_bars_log_axis_parity_and_failure_marks(tmp_path):
     marks = [ln for ln in ax.lines if ln.get_marker() == "x"]
     assert len(marks) == 2                                       # the error row and the n/a row
     assert any(ln.get_ydata()[0] == 1.0 and ln.get_linestyle() == "--" for ln in ax.lines)   # parity
+    # plain tick labels, rows named, axis labels, and a legend for colours and marks
+    assert all("\\times" not in t.get_text() and "\u00d7" not in t.get_text() for t in ax.get_yticklabels())
+    assert [t.get_text() for t in ax.get_xticklabels()][:2] == ["1 a", "2 b"]
+    assert ax.get_xlabel() and "baseline ms / our ms" in ax.get_ylabel()
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    assert "faster than the baseline" in legend and "slower than the baseline" in legend
+    assert any(t.startswith("not timed") for t in legend)
     fig.savefig(tmp_path / "s.png")
     assert (tmp_path / "s.png").stat().st_size > 1000
+
+
+def test_speedup_bars_caption_names_kernel_baseline_and_run():
+    rows = _rows()
+    rows[1].baseline, rows[1].suspicious = "fa4", True
+    meta = {"kernel": "kernels/k.cu", "grid": "g", "baseline": "best", "env": {"gpu": "Test GPU"}}
+    fig = plots.speedup_bars(rows, meta=meta, run="run-1")
+    cap = fig.axes[0].get_title()
+    assert cap == "kernel k.cu | grid g | baseline best (per row the fastest of: fa4) | run run-1 | Test GPU"
+    assert any(ln.get_marker() == "*" for ln in fig.axes[0].lines)         # the flagged row's star
+    assert any("FLAGGED" in t.get_text() for t in fig.axes[0].get_legend().get_texts())
 
 
 def test_sol_bars_two_per_row():
@@ -51,6 +69,9 @@ def test_sol_bars_two_per_row():
     assert len(bars) == 2 * 5
     # row a: bound 1e12 / 800e12 = 1.25 ms; candidate 4 ms -> 0.3125, baseline 2 ms -> 0.625
     assert round(bars[0].get_height(), 6) == 0.3125 and round(bars[5].get_height(), 6) == 0.625
+    # each tick names the row and the bound that binds it, in words (no c/m letters)
+    assert fig.axes[0].get_xticklabels()[0].get_text() == "1 a | compute"
+    assert "ceilings Test GPU" in fig.axes[0].get_title()
 
 
 def test_timeline_plot(tmp_path):

@@ -432,8 +432,9 @@ def test_varlen_sums():
     # seq 0: rows at keys 2, 3, 4 -> 3+4+5; seq 1: 2; seq 2: no keys
     assert c.attended() == 12 + 2 + 0
     # bytes: Q and O per query row, K/V per key row, bf16 in, bf16 out, fp32 LSE
-    rows_q, rows_k = 3 + 1 + 2, 5 + 2 + 0
-    assert c.min_bytes() == rows_q * 8 * 2 + rows_k * (8 + 8) * 2 + rows_q * 8 * 2 + rows_q * 4
+    # (seq 2's two query rows see no key: they need not be read, only written)
+    rows_q, rows_k, read_q = 3 + 1 + 2, 5 + 2 + 0, 3 + 1
+    assert c.min_bytes() == read_q * 8 * 2 + rows_k * (8 + 8) * 2 + rows_q * 8 * 2 + rows_q * 4
 
 
 def test_cache_seqlens_and_leftpad_count_only_valid_keys():
@@ -572,3 +573,16 @@ def test_bench26fp8_is_bench26s_prefill_rows_in_fp8():
         assert (s.batch, s.seqlen_q, s.seqlen_k, s.heads_q, s.heads_kv, s.head_dim, s.causal, s.window,
                 s.softcap, s.seqlens_q) == (b.batch, b.seqlen_q, b.seqlen_k, b.heads_q, b.heads_kv,
                                             b.head_dim, b.causal, b.window, b.softcap, b.seqlens_q)
+
+
+def test_min_bytes_counts_only_keys_a_query_sees():
+    """A sliding window over a long cache reads only the window: min_bytes (the bandwidth fail line's
+    numerator) must not count the keys no query sees, or an honest kernel would look impossible."""
+    full = Scenario(name="d", batch=1, seqlen_q=1, seqlen_k=32768, heads_q=8, heads_kv=1, head_dim=128)
+    win = Scenario(name="w", batch=1, seqlen_q=1, seqlen_k=32768, heads_q=8, heads_kv=1, head_dim=128,
+                   causal=True, window=(1023, 0))
+    per_key = 1 * (128 + 128) * 2
+    assert full.min_bytes() - win.min_bytes() == (32768 - 1024) * per_key
+    pre = Scenario(name="p", batch=1, seqlen_q=4096, seqlen_k=4096, heads_q=8, heads_kv=8, head_dim=128,
+                   causal=True, window=(1024, 0))
+    assert pre._seen() == (4096, 4096)             # windows sliding over every key: all of them

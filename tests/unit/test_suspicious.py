@@ -2,8 +2,9 @@
 misbehaving worker, all without a GPU.
 
 make_row is fed replies shaped like the worker's (status, time_ms, baselines {name: {status,
-time_ms, version}}): a row is suspicious when its speedup is above SUSPICIOUS_SPEEDUP or its rate
-is above a measured ceiling (TFLOP/s for its dtype, GB/s), and never for honest numbers. Then
+time_ms, version}}): a row is flagged (suspicious) when its speedup is above SUSPICIOUS_SPEEDUP,
+and FAILED when its rate is above the GPU's datasheet peak + 5% (TFLOP/s for its dtype, GB/s of
+minimum traffic); measured ceilings play no part, and honest numbers are neither. Then
 evaluate() runs on a small grid through tests/fixtures/worker/standin_worker.py, which crashes,
 hangs, answers garbage, prints noise or fails a check by scenario name: every row must say what
 happened and the run must finish with its results file. A cuBLAS kernel is refused before any
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from kernelseek import evaluate as E
+from kernelseek import peaks
 from kernelseek import results as R
 from kernelseek.scenarios import Scenario
 
@@ -68,7 +70,7 @@ def test_speedup_above_the_threshold_is_suspicious(speedup):
     assert f"speedup {speedup:.2f}x above {S_MAX}x" in row.suspicious_reason
 
 
-def test_a_gain_over_a_tiny_baseline_kernel_is_left_to_the_ceiling_checks():
+def test_a_gain_over_a_tiny_baseline_kernel_is_left_to_the_fail_lines():
     """Below SUSPICIOUS_MIN_BASE_KERNEL_MS of baseline kernel time a large gain is launch and tile
     quantization (one small block against a 128-row tile), not evidence of skipped work."""
     floor = E.SUSPICIOUS_MIN_BASE_KERNEL_MS
@@ -78,10 +80,9 @@ def test_a_gain_over_a_tiny_baseline_kernel_is_left_to_the_ceiling_checks():
     big = {"fa4": {"status": "passed", "time_ms": 0.2, "kernel_ms": floor * 1.1, "version": "x"}}
     row = E.make_row(DENSE, "g", reply(0.005, big, kernel_ms=0.004))
     assert row.suspicious and "above" in row.suspicious_reason
-    # the ceiling checks still apply to tiny shapes
-    row = E.make_row(DENSE, "g", reply(ms_for_tflops(DENSE, 5000.0), tiny, kernel_ms=0.004),
-                     ceilings={"bf16_tflops": 773.0, "read_gbps": 4322.0})
-    assert row.suspicious and "ceiling" in row.suspicious_reason
+    # the fail lines still apply to tiny shapes: 5000 TFLOP/s is no flag, it is a failure
+    row = E.make_row(DENSE, "g", reply(ms_for_tflops(DENSE, 5000.0), tiny, kernel_ms=0.004), H200)
+    assert row.status == "failed" and "faster than the hardware allows" in row.reason
 
 
 def test_speedup_is_against_the_fastest_real_baseline_not_a_stand_in():
@@ -103,66 +104,81 @@ def test_no_usable_baseline_gives_no_speedup_and_no_flag():
     assert not row.suspicious
 
 
-# ---- the measured ceilings ---------------------------------------------------------------------------
-def test_tflops_above_the_ceiling_is_suspicious_even_at_a_modest_speedup():
-    ceil = {"bf16_tflops": 600.0, "read_gbps": 4000.0}
-    t = ms_for_tflops(DENSE, 700.0)
-    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.2), ceil)
-    assert row.speedup == pytest.approx(1.2) and row.tflops == pytest.approx(700.0)
-    assert row.suspicious and "above the measured bf16_tflops ceiling 600" in row.suspicious_reason
-    assert "speedup" not in row.suspicious_reason
+# ---- the fail lines: datasheet peaks + 5% (kernelseek/peaks.py) -----------------------------------
+H200 = peaks.lines_for("NVIDIA H200")            # bf16 989 -> 1038.45, fp8 1979 -> 2077.95, 4800 -> 5040 GB/s
 
 
-@pytest.mark.parametrize("frac", [0.2, 0.6, 0.99])
-def test_tflops_under_the_ceiling_is_not_suspicious(frac):
-    ceil = {"bf16_tflops": 600.0, "read_gbps": 4000.0}
-    t = ms_for_tflops(DENSE, 600.0 * frac)
-    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.1), ceil)
-    assert row.tflops == pytest.approx(600.0 * frac)
-    assert row.gbps < 4000.0
+def test_the_h200_lines_are_the_datasheet_peaks_plus_the_margin():
+    assert H200.peaks.name == "H200 SXM" and peaks.MARGIN == 0.05
+    assert H200.tflops("bf16") == pytest.approx(989 * 1.05) and H200.tflops("fp16") == pytest.approx(989 * 1.05)
+    assert H200.tflops("fp8") == pytest.approx(1979 * 1.05) and H200.gbps == pytest.approx(4800 * 1.05)
+    # torch's names of other parts; GH200 contains "H200" and must not be taken for one
+    assert peaks.peaks_for("NVIDIA H100 80GB HBM3").name == "H100 SXM"
+    assert peaks.peaks_for("NVIDIA H100 PCIe").hbm_gbps == 2000.0
+    assert peaks.peaks_for("NVIDIA GH200 480GB").name.startswith("GH200")
+    assert peaks.peaks_for("NVIDIA A100-SXM4-80GB").fp8_tflops is None
+    assert peaks.peaks_for("StandIn GPU") is None and peaks.lines_for(None) is None
+
+
+@pytest.mark.parametrize("tflops", [1100.0, 2000.0, 14500.0])
+def test_tflops_above_the_line_fails_the_row_naming_rate_and_line(tflops):
+    t = ms_for_tflops(DENSE, tflops)
+    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.2), H200)
+    assert row.status == "failed" and not row.suspicious
+    assert f"{tflops:,.0f} TFLOP/s" in row.reason and "H200 SXM bf16 datasheet peak 989 + 5% = 1,038" in row.reason
+    assert row.speedup is None and row.tflops is None          # a failed row carries no rates
+
+
+@pytest.mark.parametrize("tflops", [300.0, 773.0 * 1.03, 989.0, 1030.0])
+def test_tflops_under_the_line_passes_even_above_the_measured_ceiling(tflops):
+    """773 TFLOP/s is the measured bf16 matmul ceiling; FA4 reaches 103% of it honestly."""
+    t = ms_for_tflops(DENSE, tflops)
+    row = E.make_row(DENSE, "g", reply(t, baselines=t * 1.1), H200)
+    assert row.status == "passed" and row.tflops == pytest.approx(tflops)
     assert not row.suspicious, row.suspicious_reason
 
 
-def test_the_ceiling_of_the_scenarios_dtype_is_used():
-    fp16 = Scenario(name="fp16", heads_q=8, heads_kv=8, head_dim=128, batch=2, seqlen_q=1024, seqlen_k=1024,
-                    dtype="fp16")
+def test_the_line_of_the_scenarios_dtype_is_used():
     fp8 = Scenario(name="fp8", heads_q=8, heads_kv=8, head_dim=128, batch=2, seqlen_q=1024, seqlen_k=1024,
                    dtype="fp8")
-    t = ms_for_tflops(fp16, 700.0)
-    # 700 TFLOP/s is above the bf16 ceiling but under the fp16 one: fp16 rows compare with fp16
-    assert not E.make_row(fp16, "g", reply(t, baselines=t), {"bf16_tflops": 600.0, "fp16_tflops": 800.0}).suspicious
-    assert E.make_row(fp16, "g", reply(t, baselines=t), {"bf16_tflops": 900.0, "fp16_tflops": 650.0}).suspicious
-    t8 = ms_for_tflops(fp8, 1000.0)
-    assert not E.make_row(fp8, "g", reply(t8, baselines=t8), {"bf16_tflops": 600.0, "fp8_tflops": 1500.0}).suspicious
-    r = E.make_row(fp8, "g", reply(t8, baselines=t8), {"bf16_tflops": 2000.0, "fp8_tflops": 900.0})
-    assert r.suspicious and "fp8_tflops" in r.suspicious_reason
+    t8 = ms_for_tflops(fp8, 1500.0)               # above the bf16 line, under the fp8 one
+    assert E.make_row(fp8, "g", reply(t8, baselines=t8), H200).status == "passed"
+    t8 = ms_for_tflops(fp8, 2100.0)
+    r = E.make_row(fp8, "g", reply(t8, baselines=t8), H200)
+    assert r.status == "failed" and "fp8 datasheet peak 1,979" in r.reason
+    a100 = peaks.lines_for("NVIDIA A100-SXM4-80GB")     # no fp8 tensor cores: no fp8 FLOP line
+    assert "TFLOP/s" not in E.make_row(fp8, "g", reply(t8, baselines=t8), a100).reason
 
 
-def test_bandwidth_above_the_ceiling_is_suspicious():
-    ceil = {"bf16_tflops": 1e6, "read_gbps": 4000.0, "copy_gbps": 3000.0}
-    t = ms_for_gbps(DECODE, 4000.0 * 1.05)
-    row = E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), ceil)
-    assert row.gbps == pytest.approx(4200.0)
-    assert row.suspicious and "GB/s above the measured bandwidth ceiling 4000" in row.suspicious_reason
+def test_bandwidth_above_the_hbm_line_fails():
+    t = ms_for_gbps(DECODE, 5100.0)
+    row = E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), H200)
+    assert row.status == "failed"
+    assert "5,100 GB/s of minimum traffic" in row.reason and "HBM datasheet peak 4,800 + 5% = 5,040" in row.reason
 
 
-@pytest.mark.parametrize("frac", [0.5, 0.9, 1.01])
-def test_bandwidth_near_the_ceiling_is_not_suspicious(frac):
-    ceil = {"bf16_tflops": 1e6, "read_gbps": 4000.0}
-    t = ms_for_gbps(DECODE, 4000.0 * frac)          # within the 2% measurement margin
-    assert not E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), ceil).suspicious
+@pytest.mark.parametrize("gbps", [4320.0, 4440.0, 4800.0, 5030.0])
+def test_bandwidth_under_the_hbm_line_passes(gbps):
+    """fa3_hopper read 4.44 TB/s on bench26 row 23, above the measured 4.32 TB/s: honest."""
+    t = ms_for_gbps(DECODE, gbps)
+    row = E.make_row(DECODE, "g", reply(t, baselines=t * 1.3), H200)
+    assert row.status == "passed" and not row.suspicious
 
 
-def test_copy_bandwidth_is_the_fallback_ceiling():
-    t = ms_for_gbps(DECODE, 3500.0)
-    assert E.make_row(DECODE, "g", reply(t, baselines=t), {"copy_gbps": 3000.0}).suspicious
-    assert not E.make_row(DECODE, "g", reply(t, baselines=t), {"copy_gbps": 4000.0}).suspicious
+def test_a_graph_time_above_the_line_fails_too():
+    t = ms_for_tflops(DENSE, 500.0)
+    row = E.make_row(DENSE, "g", reply(t, baselines=t, graph_ms=ms_for_tflops(DENSE, 3000.0)), H200)
+    assert row.status == "failed" and "graph_ms" in row.reason
+
+
+def test_no_line_for_an_unknown_gpu():
+    t = ms_for_tflops(DENSE, 1e6)
+    assert E.make_row(DENSE, "g", reply(t, baselines=t), None).status == "passed"
 
 
 def test_a_failed_row_has_no_rates_and_is_never_flagged():
     # a kernel that skipped its work is fast AND wrong: the failure is the verdict, not the speed
-    row = E.make_row(DENSE, "g", reply(1e-4, baselines=1.0, status="failed", reason="max error 2 > bound"),
-                     {"bf16_tflops": 600.0, "read_gbps": 4000.0})
+    row = E.make_row(DENSE, "g", reply(1e-4, baselines=1.0, status="failed", reason="max error 2 > bound"), H200)
     assert row.status == "failed" and row.reason == "max error 2 > bound"
     assert row.speedup is None and row.tflops is None and row.gbps is None
     assert not row.suspicious

@@ -265,20 +265,26 @@ def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
     ax = fig.axes[0]
     shaded = [pt for pt in ax.patches if pt.get_alpha() == pytest.approx(0.18)]
     assert len(shaded) == 5                                   # rows 4, 17, 18, 20, 22
-    assert len(ax.get_legend().get_texts()) == 3
+    legend = [t.get_text() for t in ax.get_legend().get_texts()]
+    # every run by its full name (not cut), then the range line, both shadings and parity
+    assert legend[:3] == [f"run {i + 1}: {p.name}" for i, p in enumerate(V10)]
+    assert any("only the baseline" in t for t in legend) and any("our time moved" in t for t in legend)
+    assert fig.axes[0].get_xticklabels()[3].get_text() == "4 prefill_d128_s512_causal"     # rows named
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
 
 
 def test_history_of_the_committed_fa3_versions(tmp_path):
     """The version history of kernels/fa3_hopper.cu from the committed H200 runs: versions in the order
-    they ran, variants (kernel switches set in KSEEK_*) left out, medians over each version's runs."""
+    they ran, variants (kernel switches set in KSEEK_*) left out, medians over each version's runs;
+    asked by the name of the folder it was split into (kernels/fa3_hopper), the same history."""
     import shutil
     from kernelseek.mainjob import committed_runs
     runs = committed_runs(grid="bench26")
     df = triage.history(runs, kernel="kernels/fa3_hopper.cu")
     vs = list(df["version"])
     assert vs[0] == "v2" and vs[-2:] == ["v10", "v12"] and len(set(vs)) == len(vs)
+    assert list(triage.history(runs, kernel="kernels/fa3_hopper")["version"]) == vs
     assert df.attrs["variants_left_out"] == 2       # v3var2 (KSEEK_FA3_VARIANT), v4section (KSEEK_FA3_ORDER)
     v12 = [p for p in runs if p.name.endswith("fa3_hopper-v12")]
     gms = sorted(results.summarize(results.load(p)[0])["geomean_speedup"] for p in v12)
@@ -344,9 +350,15 @@ def test_history_plot_clips_and_labels_early_versions(tmp_path):
     fig = history_plot(df)
     ax = fig.axes[0]
     groups = [c for c in df.columns if c.startswith(("prefill", "decode"))]
-    assert len(ax.get_lines()) == len(groups) + 3          # groups, all rows, worst row, parity line
+    # groups, all rows, worst row, parity line, the down arrows of the clipped versions
+    assert len(ax.get_lines()) == len(groups) + 4
     assert ax.get_ylim()[0] == pytest.approx(0.5)          # v2's decode rows (0.13x) would squash the rest
-    clipped = [t.get_text() for t in ax.texts]
-    assert len(clipped) == 2 and all("\u2193" in t for t in clipped)
+    arrows = ax.get_lines()[-1]
+    assert list(arrows.get_xdata()) == [0, 1]              # v2 and v3var1 have values off the axis
+    v2 = df.iloc[0]
+    note = ax.get_xlabel().splitlines()[-1]                # the arrows' values, printed under the plot
+    assert note.startswith("\u2193 values below 0.5") and f"v2: worst row {v2['worst']:.2f}" in note
+    assert any("off the axis" in t.get_text() for t in ax.get_legend().get_texts())
+    assert all("\u00d7" not in t.get_text() for t in ax.get_yticklabels())    # plain numbers, no 2x10^0
     fig.savefig(tmp_path / "h.png")
     assert (tmp_path / "h.png").stat().st_size > 10_000

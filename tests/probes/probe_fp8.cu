@@ -1,10 +1,11 @@
-// probe_fp8.cu: the fp8 e4m3 path of ../fa3_hopper.cu (Part F), block by block, then whole.
+// probe_fp8.cu: the fp8 e4m3 prefill of kernels/fa3_hopper/ (prefill_fp8.cuh), block by block, then whole.
 //
-// Build and run (from kernels/probe/):
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I.. -o probe_fp8 probe_fp8.cu && ./probe_fp8
-// Only the end-to-end section:  ./probe_fp8 f
-// It #includes ../fa3_hopper.cu, so every test uses the kernel's own helpers (fa3::f8::swz8, desc8_k,
-// wgmma_ss/wgmma_rs, pack_e4m3x4, acc_to_a8, vt_key, transpose_v, pv_step, make_map).
+// Build and run (from the repository root):
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -o /tmp/probe_fp8 tests/probes/probe_fp8.cu && /tmp/probe_fp8
+// Only the end-to-end section:  /tmp/probe_fp8 f      No GPU: /tmp/probe_fp8 selftest (the (f8)
+// references and the pass rule on ideal outputs; tests/unit/test_probes_build.py runs it).
+// It #includes the kernel, so every test uses the kernel's own helpers (fa3::f8::swz8, desc8_k,
+// wgmma_ss_e4m3/wgmma_rs_e4m3, pack_e4m3x4, acc_to_a8, vt_key, transpose_v, pv_step, make_map).
 // Tests are ordered so that the first FAIL names one piece:
 //   (p8) pack_e4m3x4: cvt.rn.satfinite.e4m3x2.f32 byte order and rounding vs the host conversion
 //   (a8) SS fp8 wgmma S = Q K^T (m64n128k32 / m64n64k32), Q and K K-major in 64B- or 128B-swizzled
@@ -16,14 +17,15 @@
 //   (c8) TMA fp8 tensor maps (make_map: UINT8, SWIZZLE_64B / 128B boxes of 64 / 128 bytes) vs swz8,
 //        zero fill past the rows and past a 96-byte head dim; [B,S,H,D] and [B,H,S,D]
 //   (f8) kseek_fwd end to end, fp8 (and a few bf16 to show the bf16 path is unchanged) against
-//        double-precision CPU references with the harness's rule (kernelseek/check.py): max|o - o32|
+//        the double-precision CPU reference (probe_common.cuh) with the harness's rule (kernelseek/check.py): max|o - o32|
 //        <= k * max|o_lowp - o32| + atol (k = 4 fp8, 2 bf16, 3 softcap), LSE likewise + 1e-3
-//   (g8) timing, informational (B=2 H=16 S=4096, constant inputs)
+//   (g8) timing, informational (B=2 H=16 S=4096, constant inputs); PROBE_NO_BENCH=1 skips it
 // A deadlock hangs (no trap: FA3_DEBUG_HANG would change code generation); every line is flushed.
 #ifdef PROBE_DEBUG_HANG
 #define FA3_DEBUG_HANG 1
 #endif
-#include "../fa3_hopper.cu"
+#include "../../kernels/fa3_hopper/fa3_hopper.cu"
+#include "probe_common.cuh"
 
 #include <stdio.h>
 #include <string.h>
@@ -35,25 +37,7 @@
 using bf16 = __nv_bfloat16;
 namespace f8 = fa3::f8;
 
-static int g_fail = 0;
 static bool g_selftest = false;  // `./probe_fp8 selftest`: no GPU; checks the CPU references and the rule
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__,        \
-             cudaGetErrorString(e_));                                                          \
-      printf("context is likely lost; stopping (earlier results above stand)\n");              \
-      fflush(stdout);                                                                          \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-static void report(const char* name, bool ok, const char* detail = "") {
-  printf("[%s] %s %s\n", ok ? "PASS" : "FAIL", name, detail);
-  if (!ok) ++g_fail;
-  fflush(stdout);
-}
 
 static uint8_t to_e4m3(float x) { return __nv_fp8_e4m3(x).__x; }
 static float from_e4m3(uint8_t b) {
@@ -112,7 +96,7 @@ __global__ void __launch_bounds__(128) k_ss8(const uint8_t* A, const uint8_t* B,
   fa3::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 32; ++ks)
-    f8::wgmma_ss(d, f8::desc8_k(base + half * 64 * CW, 128, ks, CW), f8::desc8_k(base + 128 * D, BN, ks, CW),
+    f8::wgmma_ss_e4m3(d, f8::desc8_k(base + half * 64 * CW, 128, ks, CW), f8::desc8_k(base + 128 * D, BN, ks, CW),
                  ks > 0 ? 1 : 0);
   fa3::wgmma_commit();
   fa3::wgmma_wait<0>();
@@ -452,64 +436,56 @@ static bool run_cfg(const Cfg& c, std::mt19937& rng) {
   kseek_params p;
   memset(&p, 0, sizeof p);
 
-  // ---- references: o32/lse32 in double; lowp like kernelseek/reference.py ----
+  // ---- references: o32/lse32 in double (probe_common.cuh); lowp like kernelseek/reference.py ----
   // lowp: operands in bf16 (fp8: dequantized then bf16), q*scale in bf16, scores bf16 (fp32
   // accumulate), softcap/softmax fp32, normalized P rounded to e4m3 (fp8) or bf16, O = P V with fp32
   // accumulate rounded to the output dtype.
-  const int wr = c.causal ? 0 : c.wr;
   const float scale_f = 1.f / sqrtf((float)D);  // = p.scale below
   const double scale = scale_f;
   std::vector<float> kfl(nk), vfl(nv);  // lowp operands: bf16 (fp8: dequantized, then bf16)
   for (size_t x = 0; x < nk; ++x) kfl[x] = bf16r(kf[x]);
   for (size_t x = 0; x < nv; ++x) vfl[x] = bf16r(vf[x]);
   std::vector<double> o32(no, 0.0), lse32(nl, -INFINITY), olp(no, 0.0), lselp(nl, -INFINITY);
-  std::vector<double> sc(Sk + 1);
   std::vector<float> scl(Sk + 1), qlp(D);
   for (int b = 0; b < B; ++b) for (int h = 0; h < Hq; ++h) {
     const int hk = h / G;
     const int sq = qlen[b], sk = std::max(0, kend[b] - lpad[b]);
+    auto ko = [&](long j) { return (krow(b, lpad[b] + j) * Hkv + hk) * D; };   // key j (after leftpad)
+    auto vo = [&](long j) { return (krow(b, lpad[b] + j) * Hkv + hk) * Dv; };
     for (int i = 0; i < sq; ++i) {
       const int64_t qr = qrow(b, i);
       const float* qv = &qf[(qr * Hq + h) * D];
-      const long diag = (long)i + sk - sq;
-      long lo = 0, hi = sk - 1;
-      if (c.wl >= 0) lo = std::max(lo, diag - c.wl);
-      if (wr >= 0) hi = std::min(hi, diag + wr);
-      if (hi < lo) continue;  // o 0, lse -inf in both references
+      long lo, hi;
+      if (!ref_visible(i, sq, sk, c.wl, c.wr, c.causal, &lo, &hi)) continue;  // o 0, lse -inf in both references
+      lse32[(size_t)h * rows_q + qr] = ref_row(
+          D, Dv, lo, hi, scale, c.softcap, c.sinks ? &sinks[h] : nullptr, [&](int d) { return qv[d]; },
+          [&](long j, int d) { return kf[ko(j) + d]; }, [&](long j, int d) { return vf[vo(j) + d]; },
+          &o32[(qr * Hq + h) * Dv]);
       for (int d = 0; d < D; ++d) qlp[d] = bf16r(bf16r(qv[d]) * (float)scale);
-      double m = -INFINITY; float ml = -INFINITY;
+      float ml = -INFINITY;
       for (long j = lo; j <= hi; ++j) {
-        const size_t ko = (krow(b, lpad[b] + j) * Hkv + hk) * D;
-        const float *kr = &kf[ko], *krl = &kfl[ko];
-        double s = 0; float sl = 0;
-        for (int d = 0; d < D; ++d) { s += (double)qv[d] * kr[d]; sl += qlp[d] * krl[d]; }
-        s *= scale;
+        float sl = 0;
+        for (int d = 0; d < D; ++d) sl += qlp[d] * kfl[ko(j) + d];
         sl = bf16r(sl);
-        if (c.softcap > 0) { s = c.softcap * tanh(s / c.softcap); sl = c.softcap * tanhf(sl / c.softcap); }
-        sc[j - lo] = s; scl[j - lo] = sl;
-        m = std::max(m, s); ml = std::max(ml, sl);
+        if (c.softcap > 0) sl = c.softcap * tanhf(sl / c.softcap);
+        scl[j - lo] = sl;
+        ml = std::max(ml, sl);
       }
-      if (c.sinks) { m = std::max(m, (double)sinks[h]); ml = std::max(ml, sinks[h]); }
-      double l = 0; float ll = 0;
+      if (c.sinks) ml = std::max(ml, sinks[h]);
+      float ll = 0;
       for (long j = lo; j <= hi; ++j) {
-        sc[j - lo] = exp(sc[j - lo] - m); l += sc[j - lo];
-        scl[j - lo] = expf(scl[j - lo] - ml); ll += scl[j - lo];
+        scl[j - lo] = expf(scl[j - lo] - ml);
+        ll += scl[j - lo];
       }
-      if (c.sinks) { l += exp((double)sinks[h] - m); ll += expf(sinks[h] - ml); }
-      lse32[(size_t)h * rows_q + qr] = m + log(l);
+      if (c.sinks) ll += expf(sinks[h] - ml);
       lselp[(size_t)h * rows_q + qr] = (double)(ml + logf(ll));
       for (long j = lo; j <= hi; ++j) {
         const float pn = scl[j - lo] / ll;
         scl[j - lo] = fp8 ? from_e4m3(to_e4m3(pn)) : bf16r(pn);
       }
       for (int d = 0; d < Dv; ++d) {
-        double acc = 0; float accl = 0;
-        for (long j = lo; j <= hi; ++j) {
-          const size_t vo = (krow(b, lpad[b] + j) * Hkv + hk) * Dv + d;
-          acc += sc[j - lo] * vf[vo];
-          accl += scl[j - lo] * vfl[vo];
-        }
-        o32[(qr * Hq + h) * Dv + d] = acc / l;
+        float accl = 0;
+        for (long j = lo; j <= hi; ++j) accl += scl[j - lo] * vfl[vo(j) + d];
         olp[(qr * Hq + h) * Dv + d] = out_round(accl);
       }
     }
@@ -721,16 +697,15 @@ int main(int argc, char** argv) {
     g_selftest = true;
     std::mt19937 rng(4321);
     test_f8(rng);
-    printf("%s: %d failure(s) (selftest: outputs = the fp32 reference rounded to the output dtype)\n",
-           g_fail ? "FAILED" : "ALL PASS", g_fail);
-    return g_fail ? 1 : 0;
+    printf("(selftest: outputs = the fp32 reference rounded to the output dtype)\n");
+    return finish();
   }
   cudaDeviceProp prop;
   CK(cudaGetDeviceProperties(&prop, 0));
   printf("device: %s (sm_%d%d), %d SMs, smem/block optin %zu; kernel %s\n", prop.name, prop.major, prop.minor,
          prop.multiProcessorCount, prop.sharedMemPerBlockOptin, kseek_name());
   printf("cuTensorMapEncodeTiled entry point: %s\n", fa3::encode_fn() ? "found" : "NOT FOUND");
-  fflush(stdout);
+  print_variant();
   std::mt19937 rng(4321);
   const bool only_f = argc > 1 && strchr(argv[1], 'f');
   if (!only_f) {
@@ -757,13 +732,14 @@ int main(int argc, char** argv) {
     test_c8(256, 128);
   }
   test_f8(rng);
-  printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "ALL PASS", g_fail);
-  fflush(stdout);
-  bench(KSEEK_FP8_E4M3, 128, 128, 0);
-  bench(KSEEK_FP8_E4M3, 128, 128, 1);
-  bench(KSEEK_BF16, 128, 128, 0);
-  bench(KSEEK_BF16, 128, 128, 1);
-  bench(KSEEK_FP8_E4M3, 64, 64, 1);
-  bench(KSEEK_FP8_E4M3, 256, 256, 1);
-  return g_fail ? 1 : 0;
+  const int rc = finish();  // before the timings: the verdict line stands if they hang
+  if (!getenv("PROBE_NO_BENCH")) {  // (g8), informational
+    bench(KSEEK_FP8_E4M3, 128, 128, 0);
+    bench(KSEEK_FP8_E4M3, 128, 128, 1);
+    bench(KSEEK_BF16, 128, 128, 0);
+    bench(KSEEK_BF16, 128, 128, 1);
+    bench(KSEEK_FP8_E4M3, 64, 64, 1);
+    bench(KSEEK_FP8_E4M3, 256, 256, 1);
+  }
+  return rc;
 }

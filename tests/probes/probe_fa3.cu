@@ -1,85 +1,49 @@
-#include <cstdlib>
-// probe_fa3.cu: the building blocks of kernels/fa3_hopper.cu (v2), then the whole kernel, on the GPU.
-// Tests the Hopper building blocks one at a time on the GPU against CPU references, then the whole
-// kernel (v1 configurations + every v2 feature), and prints PASS/FAIL per block.
+// probe_fa3.cu: the building blocks of the bf16/fp16 prefill of kernels/fa3_hopper/, then the whole
+// kernel, on the GPU. Tests the Hopper building blocks one at a time against CPU references, then
+// kseek_fwd end to end, and prints PASS/FAIL per block.
 //
-// Build and run (from kernels/probe/):
-//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I.. -o probe_fa3 probe_fa3.cu && ./probe_fa3
-// Only the (f) section:  ./probe_fa3 f      (the block tests (a)-(e), (a2), (b2) are skipped)
-// New in v2: (a2) SS wgmma with a 64-key K tile (N = 64, chunk stride 64*128), (b2) pv_step (the
-// PV wgmma split into N = 128 / N = 64 pieces over 64-column V chunks) for DV = 64..256 with 128-
-// and 64-key V tiles; (f) window, softcap, sinks, seqused_k, leftpad_k (with NaN in every key/value
-// row outside the valid range), varlen, head dims 96, 192/128, 192, 256.
-// It #includes ../fa3_hopper.cu, so every test uses the kernel's own helpers (swz_offset, make_desc,
+// Build and run (from the repository root; nvcc, sm_90a; tools/gpu_round.sh probes does this):
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -o /tmp/probe_fa3 tests/probes/probe_fa3.cu && /tmp/probe_fa3
+// Only the (f) section:  /tmp/probe_fa3 f      (the block tests (a)-(e), (a2), (b2) are skipped)
+// A build variant (kernels/fa3_hopper/variants.cuh) runs (f) under another schedule: add e.g.
+// -DKSEEK_FA3_SCHED=dynamic -DKSEEK_FA3_SECTION_MB=0.5 (every case through the tile counter, many
+// short sections; each case launches the kernel again, so a counter that failed to reset would lose
+// tiles on the next launch), -DKSEEK_FA3_SCHED=static, -DKSEEK_FA3_VARIANT=0 or 1, -DKSEEK_FA3_ORDER=flat.
+// It #includes the kernel, so every test uses the kernel's own helpers (swz_offset, make_desc,
 // desc_kmajor, desc_mnmajor, acc_row/acc_col, acc_to_a, the wgmma wrappers, mbarrier and TMA
-// helpers, make_map) -- a FAIL here points at the exact helper the kernel relies on.
+// helpers, make_map) -- a FAIL here points at the exact helper the kernel relies on. Design and
+// layouts: README_fa3.md.
 //
 //   (a) one SS wgmma GEMM (64 x 128 x D, D = 64, 128; A = rows 0-63 or 64-127 of a 128-row tile)
 //       with the 128B-swizzled K-major layout and desc_kmajor  -> S = Q K^T's building block
 //   (b) the RS form: A = P from registers via acc_to_a, B = V N-major (trans-b) via desc_mnmajor,
-//       Dv = 64, 128; also tries LBO/SBO swapped and reports which encoding matches
+//       Dv = 64, 128; also tries LBO/SBO swapped (PROBE_TRY_SWAPPED=1) and reports which matches
 //   (c) TMA 4D tile loads with SWIZZLE_128B through make_map, checked element by element against
 //       swz_offset, including zero fill of rows past the end; [B,S,H,D] and [B,H,S,D] layouts
 //   (d) the 2-stage K/V mbarrier ring with the kernel's warp specialization (setmaxnreg,
 //       producer thread + 8 consumer warps), 7 tiles (phase wrap-around), weighted checksums
 //   (e) the accumulator register -> (row, col) mapping (S[r][c] = 256 r + c, decoded)
-//   (f) kseek_fwd end to end (fast path and fallback) against a CPU reference
-//   (g) a quick timing of the fast path (TFLOP/s), informational
-// A test that deadlocks hangs (see PROBE_DEBUG_HANG below for the trapping variant).
-// v2: FA3_DEBUG_HANG (trap after ~2^31 mbarrier polls) is OFF by default here: with it, ptxas
-// spills ~600 bytes in the hd256 fwd_kernel (its consumer is near the register limit), so the
-// probe would not test the production code generation. A hang is then caught by the run's time
-// limit (every test line is flushed as it finishes). Build with -DPROBE_DEBUG_HANG to turn it on.
+//   (a2) SS wgmma with K tiles of BN rows (N = BN: 64, 80, 112, 128), (b2) pv_step (the PV wgmma
+//       split into N = 128 / 64 / 32 pieces over 64-column V chunks) for DV = 64..256
+//   (f) kseek_fwd end to end (fast path and fallback) against the CPU reference (probe_common.cuh):
+//       window, softcap, sinks, seqused_k, leftpad_k (NaN in every key/value row outside the valid
+//       range), varlen, every head dim, the persistent grid with more tiles than SMs
+//   (g) a quick timing of the fast path (TFLOP/s), informational; PROBE_NO_BENCH=1 skips it
+// FA3_DEBUG_HANG (trap after ~2^31 mbarrier polls) is OFF by default here: with it, ptxas spills
+// ~600 bytes in the hd256 fwd_kernel (its consumer is near the register limit), so the probe would
+// not test the production code generation. A hang is caught by SYNC_OR_DIE (20 s) or the run's
+// time limit. Build with -DPROBE_DEBUG_HANG to turn it on.
 #ifdef PROBE_DEBUG_HANG
 #define FA3_DEBUG_HANG 1
 #endif
-#include "../fa3_hopper.cu"
+#include "../../kernels/fa3_hopper/fa3_hopper.cu"
+#include "probe_common.cuh"
 
-#include <stdio.h>
-#include <unistd.h>
-#include <chrono>
-#include <string.h>
-#include <vector>
-#include <cmath>
 #include <random>
-#include <algorithm>
+#include <string>
+#include <vector>
 
 using bf16 = __nv_bfloat16;
-
-static int g_fail = 0;
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorName(e_), __FILE__, __LINE__,        \
-             cudaGetErrorString(e_));                                                          \
-      printf("context is likely lost; stopping (earlier results above stand)\n");              \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
-
-static void report(const char* name, bool ok, const char* detail = "") {
-  printf("[%s] %s %s\n", ok ? "PASS" : "FAIL", name, detail);
-  if (!ok) ++g_fail;
-  fflush(stdout);
-}
-
-// Wait for the GPU like cudaDeviceSynchronize, but give up after 20 s: a deadlocked kernel then
-// costs the run 20 s and names its test, instead of eating the whole time limit silently.
-static void sync_or_die(int line) {
-  const auto t0 = std::chrono::steady_clock::now();
-  for (;;) {
-    const cudaError_t e = cudaStreamQuery(0);
-    if (e == cudaSuccess) return;
-    if (e != cudaErrorNotReady) CK(e);
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::seconds(20)) {
-      printf("HANG: the GPU did not finish within 20 s (probe_fa3.cu line %d); stopping\n", line);
-      fflush(stdout);
-      _exit(3);
-    }
-    usleep(200);
-  }
-}
 
 __device__ __forceinline__ void fence_proxy_async() {
   asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
@@ -104,7 +68,7 @@ __global__ void __launch_bounds__(128) k_ss(const bf16* A, const bf16* B, float*
   fa3::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
-    fa3::wgmma_ss_n128<false>(d, fa3::desc_kmajor(sA + half * 64 * 128, 128, ks),
+    fa3::wgmma_ss<false>(d, fa3::desc_kmajor(sA + half * 64 * 128, 128, ks),
                               fa3::desc_kmajor(sB, 128, ks), ks > 0 ? 1 : 0);
   fa3::wgmma_commit();
   fa3::wgmma_wait<0>();
@@ -131,7 +95,7 @@ static void test_a(std::mt19937& rng) {
   for (int half = 0; half < 2; ++half) {
     CK(cudaMemset(dO, 0xff, 64 * 128 * 4));
     k_ss<D><<<1, 128, smem>>>(dA, dB, dO, half);
-    CK(cudaGetLastError()); sync_or_die(__LINE__);
+    CK(cudaGetLastError()); SYNC_OR_DIE();
     std::vector<float> O(64 * 128);
     CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
     int bad = 0; char first[160] = "";
@@ -202,7 +166,7 @@ static void test_b(std::mt19937& rng) {
   for (int v = 0; v < nvar; ++v) {
     CK(cudaMemset(dO, 0xff, 64 * DV * 4));
     k_rs<DV><<<1, 128, smem>>>(dP, dV, dO, variants[v][0], variants[v][1]);
-    CK(cudaGetLastError()); sync_or_die(__LINE__);
+    CK(cudaGetLastError()); SYNC_OR_DIE();
     std::vector<float> O(64 * DV);
     CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
     int bad = 0; char first[160] = "";
@@ -268,7 +232,7 @@ static void test_c() {
     CK(cudaFuncSetAttribute(k_tma, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
     const int row0 = 136, head = 2, batch = 1;  // rows 200..263 are out of bounds -> zeros
     k_tma<<<1, 128, smem>>>(map, dO, row0, head, batch, swap, D / 64);
-    CK(cudaGetLastError()); sync_or_die(__LINE__);
+    CK(cudaGetLastError()); SYNC_OR_DIE();
     std::vector<uint16_t> O(128 * D);
     CK(cudaMemcpy(O.data(), dO, O.size() * 2, cudaMemcpyDeviceToHost));
     int bad = 0; char first[200] = "";
@@ -371,7 +335,7 @@ static void test_d(std::mt19937& rng) {
   const int smem = 4 * 128 * D * 2 + 128 + 1024;
   CK(cudaFuncSetAttribute(k_pipe, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_pipe<<<1, 384, smem>>>(tk, tv, n_iter, sk, sv, dO);
-  CK(cudaGetLastError()); sync_or_die(__LINE__);
+  CK(cudaGetLastError()); SYNC_OR_DIE();
   std::vector<float> O(512);
   CK(cudaMemcpy(O.data(), dO, 512 * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -410,7 +374,7 @@ __global__ void __launch_bounds__(128) k_map(const bf16* A, const bf16* B, float
   fa3::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks)
-    fa3::wgmma_ss_n128<false>(d, fa3::desc_kmajor(base, 128, ks), fa3::desc_kmajor(base + 128 * 128, 128, ks), ks > 0 ? 1 : 0);
+    fa3::wgmma_ss<false>(d, fa3::desc_kmajor(base, 128, ks), fa3::desc_kmajor(base + 128 * 128, 128, ks), ks > 0 ? 1 : 0);
   fa3::wgmma_commit();
   fa3::wgmma_wait<0>();
   fa3::fence_regs(d);
@@ -428,7 +392,7 @@ static void test_e() {
   const int smem = 2 * 128 * 128 + 1024;
   CK(cudaFuncSetAttribute(k_map, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_map<<<1, 128, smem>>>(dA, dB, dO);
-  CK(cudaGetLastError()); sync_or_die(__LINE__);
+  CK(cudaGetLastError()); SYNC_OR_DIE();
   std::vector<float> O(128 * 64);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0, shown = 0;
@@ -448,7 +412,7 @@ static void test_e() {
 }
 
 // =============================================================================== (a2) SS, 64-key K tile
-// S = Q K^T with K stored as a BN-row tile (chunk stride BN*128) through fa3::wgmma_s (N = BN).
+// S = Q K^T with K stored as a BN-row tile (chunk stride BN*128) through fa3::wgmma_ss (N = BN).
 template <int D, int BN>
 __global__ void __launch_bounds__(128) k_ss2(const bf16* A, const bf16* B, float* out) {
   extern __shared__ uint8_t sm[];
@@ -469,7 +433,7 @@ __global__ void __launch_bounds__(128) k_ss2(const bf16* A, const bf16* B, float
   fa3::wgmma_fence();
 #pragma unroll
   for (int ks = 0; ks < D / 16; ++ks)
-    fa3::wgmma_s<false>(d, fa3::desc_kmajor(base + 64 * 128, 128, ks),
+    fa3::wgmma_ss<false>(d, fa3::desc_kmajor(base + 64 * 128, 128, ks),
                         fa3::desc_kmajor(base + 128 * D * 2, BN, ks), ks > 0 ? 1 : 0);
   fa3::wgmma_commit();
   fa3::wgmma_wait<0>();
@@ -493,7 +457,7 @@ static void test_a2(std::mt19937& rng) {
   const int smem = (128 + BN) * D * 2 + 1024;
   CK(cudaFuncSetAttribute(k_ss2<D, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_ss2<D, BN><<<1, 128, smem>>>(dA, dB, dO);
-  CK(cudaGetLastError()); sync_or_die(__LINE__);
+  CK(cudaGetLastError()); SYNC_OR_DIE();
   std::vector<float> O(64 * BN);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -505,7 +469,7 @@ static void test_a2(std::mt19937& rng) {
         snprintf(first, sizeof first, "first bad (r=%d,c=%d): got %g want %g", r, c, O[r * BN + c], ref);
     }
   char name[128], det[256];
-  snprintf(name, sizeof name, "(a2) SS wgmma_s N=%d, K tile of %d rows, D=%d (A rows 64-127)", BN, BN, D);
+  snprintf(name, sizeof name, "(a2) SS wgmma_ss N=%d, K tile of %d rows, D=%d (A rows 64-127)", BN, BN, D);
   snprintf(det, sizeof det, "%d/%d wrong %s", bad, 64 * BN, first);
   report(name, bad == 0, det);
   cudaFree(dA); cudaFree(dB); cudaFree(dO);
@@ -558,7 +522,7 @@ static void test_b2(std::mt19937& rng) {
   const int smem = BN * DV * 2 + 1024;
   CK(cudaFuncSetAttribute(k_rs2<DV, BN>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   k_rs2<DV, BN><<<1, 128, smem>>>(dP, dV, dO);
-  CK(cudaGetLastError()); sync_or_die(__LINE__);
+  CK(cudaGetLastError()); SYNC_OR_DIE();
   std::vector<float> O(64 * DV);
   CK(cudaMemcpy(O.data(), dO, O.size() * 4, cudaMemcpyDeviceToHost));
   int bad = 0; char first[160] = "";
@@ -664,47 +628,33 @@ static bool run_cfg(const Cfg& c, std::mt19937& rng, bool quiet = false) {
   p.causal = c.causal; p.window_left = c.wl; p.window_right = c.wr; p.softcap = c.softcap;
   p.scale = 1.f / sqrtf((float)D);
   const int rc = kseek_fwd(&p, 0);
-  CK(cudaGetLastError()); sync_or_die(__LINE__);
+  CK(cudaGetLastError()); SYNC_OR_DIE();
   const int path = fa3::g_last_path;
   CK(cudaMemcpy(o.data(), dout, no * sizeof(T), cudaMemcpyDeviceToHost));
   CK(cudaMemcpy(lse.data(), dl, nl * 4, cudaMemcpyDeviceToHost));
 
-  // CPU reference (double), kseek.h semantics
+  // CPU reference (probe_common.cuh: double precision, kseek.h semantics)
   const double otol = c.softcap > 0 ? 3e-2 : 2e-2, ltol = c.softcap > 0 ? 2e-2 : 1e-2;
-  const int wr = c.causal ? 0 : c.wr;
   double max_err = 0, max_lse_err = 0; int bad = 0, empty_rows = 0; char first[240] = "";
-  std::vector<double> sc(Sk + 1);
+  std::vector<double> oref(Dv);
   for (int b = 0; b < B; ++b) for (int h = 0; h < Hq; ++h) {
     const int hk = h / (Hq / Hkv);
     const int sq = qlen[b], sk = std::max(0, kend[b] - lpad[b]);
     for (int i = 0; i < sq; ++i) {
       const float* qr = &qf[qrow(b, i) * Hq * D + (size_t)h * D];
-      const long diag = (long)i + sk - sq;
-      long lo = 0, hi = sk - 1;
-      if (c.wl >= 0) lo = std::max(lo, diag - c.wl);
-      if (wr >= 0) hi = std::min(hi, diag + wr);
-      double m = -INFINITY;
-      for (long j = lo; j <= hi; ++j) {
-        const float* kr = &kf[krow(b, lpad[b] + j) * Hkv * D + (size_t)hk * D];
-        double s = 0; for (int d = 0; d < D; ++d) s += (double)qr[d] * kr[d];
-        s *= p.scale;
-        if (c.softcap > 0) s = c.softcap * tanh(s / c.softcap);
-        sc[j - lo] = s; m = std::max(m, s);
-      }
-      const bool has = hi >= lo;
+      long lo, hi;
+      const bool has = ref_visible(i, sq, sk, c.wl, c.wr, c.causal, &lo, &hi);
       if (!has) ++empty_rows;
-      if (has && c.sinks) m = std::max(m, (double)sinks[h]);
-      double l = 0; for (long j = lo; j <= hi; ++j) l += exp(sc[j - lo] - m);
-      if (has && c.sinks) l += exp((double)sinks[h] - m);
-      const double lref = has ? m + log(l) : -INFINITY;
+      const double lref = ref_row(
+          D, Dv, lo, hi, p.scale, c.softcap, c.sinks ? &sinks[h] : nullptr, [&](int d) { return qr[d]; },
+          [&](long j, int d) { return kf[krow(b, lpad[b] + j) * Hkv * D + (size_t)hk * D + d]; },
+          [&](long j, int d) { return vf[krow(b, lpad[b] + j) * Hkv * Dv + (size_t)hk * Dv + d]; }, oref.data());
       const float lgot = c.varlen ? lse[(size_t)h * rows_q + cuq[b] + i] : lse[((size_t)b * Hq + h) * Sq + i];
       if (!has) { if (!(std::isinf(lgot) && lgot < 0) && bad++ == 0) snprintf(first, sizeof first, "lse (b%d h%d i%d) got %g want -inf", b, h, i, lgot); }
       else { const double e = fabs(lgot - lref); max_lse_err = std::max(max_lse_err, std::isnan(e) ? 1e30 : e);
              if (!(e <= ltol) && bad++ == 0) snprintf(first, sizeof first, "lse (b%d h%d i%d) got %g want %g", b, h, i, lgot, lref); }
       for (int d = 0; d < Dv; ++d) {
-        double acc = 0;
-        for (long j = lo; j <= hi; ++j) acc += exp(sc[j - lo] - m) * vf[krow(b, lpad[b] + j) * Hkv * Dv + (size_t)hk * Dv + d];
-        const double ref = has ? acc / l : 0.0;
+        const double ref = oref[d];
         const float got = tof(o[qrow(b, i) * Hq * Dv + (size_t)h * Dv + d]);
         const double e = fabs(got - ref);
         max_err = std::max(max_err, std::isnan(e) ? 1e30 : e);
@@ -815,7 +765,7 @@ static void bench(int D, int Dv, int causal, int wl = -1) {
   p.causal = causal; p.window_left = wl; p.window_right = -1; p.scale = 1.f / sqrtf((float)D);
   cudaEvent_t e0, e1; CK(cudaEventCreate(&e0)); CK(cudaEventCreate(&e1));
   for (int i = 0; i < 3; ++i) kseek_fwd(&p, 0);
-  sync_or_die(__LINE__);
+  SYNC_OR_DIE();
   const int iters = 20;
   CK(cudaEventRecord(e0));
   for (int i = 0; i < iters; ++i) kseek_fwd(&p, 0);
@@ -828,8 +778,8 @@ static void bench(int D, int Dv, int causal, int wl = -1) {
     pairs += (double)(hi - lo + 1);
   }
   const double flops = 2.0 * B * H * pairs * (D + Dv);
-  printf("[info] (g) variant %d bf16 B=%d H=%d S=%d D=%d Dv=%d causal=%d wl=%d path=%s: %.3f ms/call, %.0f TFLOP/s\n",
-         fa3::variant(), B, H, S, D, Dv, causal, wl, fa3::g_last_path == 1 ? "fast" : "fallback", ms, flops / ms / 1e9);
+  printf("[info] (g) VAR %d bf16 B=%d H=%d S=%d D=%d Dv=%d causal=%d wl=%d path=%s: %.3f ms/call, %.0f TFLOP/s\n",
+         fa3::build::kVariant, B, H, S, D, Dv, causal, wl, fa3::g_last_path == 1 ? "fast" : "fallback", ms, flops / ms / 1e9);
   cudaFree(q); cudaFree(k); cudaFree(v); cudaFree(o); cudaFree(l);
 }
 
@@ -839,6 +789,7 @@ int main(int argc, char** argv) {
   printf("device: %s (sm_%d%d), %d SMs, smem/block optin %zu\n", prop.name, prop.major, prop.minor,
          prop.multiProcessorCount, prop.sharedMemPerBlockOptin);
   printf("cuTensorMapEncodeTiled entry point: %s\n", fa3::encode_fn() ? "found" : "NOT FOUND");
+  print_variant();
   std::mt19937 rng(1234);
   const bool only_f = argc > 1 && strchr(argv[1], 'f');
   if (!only_f) {
@@ -862,42 +813,13 @@ int main(int argc, char** argv) {
     test_b2<256, 80>(rng);   // v5: P V with 5 k-steps over 80-key chunks (LBO = 10240)
     test_b2<192, 112>(rng);  // v5: 7 k-steps over 112-key chunks, N = 128 + 64 pieces
   }
-  // Every consumer schedule (fwd_kernel's VAR, chosen per call by KSEEK_FA3_VARIANT) end to end,
-  // then timed; unset afterwards (the kernel's default).
-  // test_f end to end under each schedule the kernel can pick, one "pass" each (PROBE_PASSES, a
-  // comma-separated subset in this order of importance; default all):
-  //   default  VAR 2 as shipped (dynamic for causal/windowed head dim > 64, static otherwise)
-  //   dynamic  KSEEK_FA3_SCHED=dynamic with 0.5 MB sections (every case through the tile counter,
-  //            many short sections; each case launches the kernel again, so a counter that failed
-  //            to reset would lose tiles on the next launch and fail the check)
-  //   static   KSEEK_FA3_SCHED=static (round-robin, also for causal)
-  //   var0 var1  the serial and intra-warpgroup schedules (always static)
-  //   flat     KSEEK_FA3_ORDER=flat (one section: v3/v4's order)
-  struct Pass { const char* name; const char* env[3][2]; };
-  const Pass passes[] = {
-      {"default", {{nullptr, nullptr}}},
-      {"dynamic", {{"KSEEK_FA3_SCHED", "dynamic"}, {"KSEEK_FA3_SECTION_MB", "0.5"}}},
-      {"static", {{"KSEEK_FA3_SCHED", "static"}}},
-      {"var0", {{"KSEEK_FA3_VARIANT", "0"}}},
-      {"var1", {{"KSEEK_FA3_VARIANT", "1"}}},
-      {"flat", {{"KSEEK_FA3_ORDER", "flat"}}},
-  };
-  const char* want = getenv("PROBE_PASSES");
-  for (const Pass& ps : passes) {
-    if (want && !strstr(want, ps.name)) continue;
-    for (const auto& kv : ps.env)
-      if (kv[0]) setenv(kv[0], kv[1], 1);
-    printf("== (f) pass %s\n", ps.name);
-    fflush(stdout);
-    test_f(rng);
-    for (const auto& kv : ps.env)
-      if (kv[0]) unsetenv(kv[0]);
-  }
-  const char* orders[] = {"flat", "section"};
-  for (const char* ord : orders) {
-    if (getenv("PROBE_NO_BENCH")) break;  // correctness only (the harness times bench26)
-    setenv("KSEEK_FA3_ORDER", ord, 1);
-    printf("== (g) KSEEK_FA3_ORDER=%s, default schedule\n", ord);
+  // (f) under the schedule this probe was built for (print_variant says which; the header lists the
+  // builds tools/gpu_round.sh makes), then (g) timed unless PROBE_NO_BENCH is set.
+  printf("== (f) end to end\n");
+  fflush(stdout);
+  test_f(rng);
+  if (!getenv("PROBE_NO_BENCH")) {  // correctness only (the harness times bench26)
+    printf("== (g) timings\n");
     bench(128, 128, 0);
     bench(128, 128, 1);
     bench(64, 64, 0);
@@ -905,8 +827,5 @@ int main(int argc, char** argv) {
     bench(192, 128, 1);
     bench(128, 128, 1, 1024);
   }
-  unsetenv("KSEEK_FA3_ORDER");
-  unsetenv("KSEEK_FA3_VARIANT");
-  printf("%s: %d failure(s)\n", g_fail ? "FAILED" : "ALL PASS", g_fail);
-  return g_fail ? 1 : 0;
+  return finish();
 }

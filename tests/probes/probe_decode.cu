@@ -1,31 +1,20 @@
-// probe_decode.cu: tests dec::run (Part D of ../fa3_hopper.cu, #included) against a double-precision CPU
-// reference of kseek.h's semantics, then times the five bench decode shapes.
+// probe_decode.cu: tests dec::run (decode.cuh of kernels/fa3_hopper/, #included with the rest of
+// the kernel) against the CPU reference of kseek.h's semantics (probe_common.cuh), then times the
+// five bench decode shapes.
 //
-//   cd kernels/probe && nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -I.. -o probe_decode probe_decode.cu
-//   ./probe_decode            (all)     ./probe_decode check   (tests only)   ./probe_decode time
+//   nvcc -gencode=arch=compute_90a,code=sm_90a -O2 -o /tmp/probe_decode tests/probes/probe_decode.cu
+//   /tmp/probe_decode            (all)     /tmp/probe_decode check   (tests only)   /tmp/probe_decode time
 //
 // Every test poisons O, LSE and the workspace with NaN, writes NaN into every unused page and every
 // slot outside [leftpad, seqused) (so a read of one shows up as NaN), and in strided layouts checks
 // that the gaps between O / LSE elements were not written. One [PASS]/[FAIL] line per test.
-#include "../fa3_hopper.cu"
+// Design, split heuristic and workspace layout: README_decode.md.
+#include "../../kernels/fa3_hopper/fa3_hopper.cu"
+#include "probe_common.cuh"
 
 #include <cuda_fp16.h>
-#include <math.h>
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
 #include <string>
 #include <vector>
-
-#define CK(x)                                                                                  \
-  do {                                                                                         \
-    cudaError_t e_ = (x);                                                                      \
-    if (e_ != cudaSuccess) {                                                                   \
-      printf("CUDA error %s at %s:%d: %s\n", cudaGetErrorString(e_), __FILE__, __LINE__, #x); \
-      fflush(stdout);                                                                          \
-      exit(2);                                                                                 \
-    }                                                                                          \
-  } while (0)
 
 // ---- host 16-bit conversions ------------------------------------------------------------------
 static uint16_t f2bf(float f) {  // round to nearest even
@@ -90,8 +79,6 @@ struct Case {
   int ws_mode = 0;       // 0 as asked, 1 no workspace
   bool abi = false;      // call kseek_fwd instead of dec::run
 };
-
-static int g_fail = 0, g_pass = 0;
 
 static size_t span(int64_t n0, int64_t s0, int64_t n1, int64_t s1, int64_t n2, int64_t s2, int64_t last) {
   return (size_t)((n0 - 1) * s0 + (n1 - 1) * s1 + (n2 - 1) * s2 + last);
@@ -255,48 +242,24 @@ static void run_case(const Case& c, uint64_t seed) {
 
   // reference and comparison
   const double scale = p.scale;
-  const int wr_eff = c.causal ? 0 : c.wr;
   const double atol = f16 ? 4e-3 : 2e-2, rtol = f16 ? 4e-3 : 1.6e-2;
   double max_err = 0.0, max_lse_err = 0.0;
   long bad = 0;
   char first[256] = "";
   std::vector<char> logical_o(no, 0), logical_l(nl, 0);
-  std::vector<double> sc, pr, acc(D);
+  std::vector<double> acc(D);
   for (int b = 0; b < B && ce == cudaSuccess && rc == KSEEK_OK; ++b) {
     const int sk = std::max(0, end[b] - lp[b]);
     for (int i = 0; i < Sq; ++i) {
-      const long diag = (long)i + sk - Sq;
-      long lo = c.wl >= 0 ? std::max(0L, diag - c.wl) : 0;
-      long hi = wr_eff >= 0 ? std::min((long)sk - 1, diag + wr_eff) : (long)sk - 1;
+      long lo, hi;
+      ref_visible(i, Sq, sk, c.wl, c.wr, c.causal, &lo, &hi);
       for (int hh = 0; hh < Hq; ++hh) {
         const int h = hh / G;
         const uint16_t* qrow = &hq[b * q_bs + i * q_rs + hh * q_hs];
-        double ref_lse = -INFINITY;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        if (lo <= hi) {
-          sc.assign(hi - lo + 1, 0.0);
-          double m = -INFINITY;
-          for (long jp = lo; jp <= hi; ++jp) {
-            const int j = (int)jp + lp[b];
-            const uint16_t* krow = &hk[koff(b, j, h)];
-            double s = 0.0;
-            for (int d = 0; d < D; ++d) s += (double)from16(qrow[d]) * (double)from16(krow[d]);
-            s *= scale;
-            if (c.softcap > 0.f) s = c.softcap * tanh(s / c.softcap);
-            sc[jp - lo] = s;
-            m = std::max(m, s);
-          }
-          if (c.sinks) m = std::max(m, (double)sinks[hh]);
-          double den = c.sinks ? exp((double)sinks[hh] - m) : 0.0;
-          for (long jp = lo; jp <= hi; ++jp) {
-            const double e = exp(sc[jp - lo] - m);
-            den += e;
-            const uint16_t* vrow = &hv[voff(b, (int)jp + lp[b], h)];
-            for (int d = 0; d < D; ++d) acc[d] += e * (double)from16(vrow[d]);
-          }
-          for (int d = 0; d < D; ++d) acc[d] /= den;
-          ref_lse = m + log(den);
-        }
+        const double ref_lse = ref_row(
+            D, D, lo, hi, scale, c.softcap, c.sinks ? &sinks[hh] : nullptr, [&](int d) { return from16(qrow[d]); },
+            [&](long jp, int d) { return from16(hk[koff(b, (int)jp + lp[b], h) + d]); },
+            [&](long jp, int d) { return from16(hv[voff(b, (int)jp + lp[b], h) + d]); }, acc.data());
         const int64_t ob = b * o_bs + i * o_rs + hh * o_hs;
         for (int d = 0; d < D; ++d) {
           logical_o[ob + d] = 1;
@@ -378,8 +341,11 @@ static void unsupported_case(const char* name, void (*edit)(kseek_params&)) {
   p.o_row_stride = p.o_head_stride = 128; p.o_batch_stride = 512;
   p.scale = 0.088f;
   edit(p);
-  const int rc = kseek_fwd(&p, 0);
-  const bool ok = rc == KSEEK_ERR_UNSUPPORTED && cudaGetLastError() == cudaSuccess;
+  // dec::run, not kseek_fwd: kseek_fwd would hand a call the decode path refuses to the prefill or
+  // fallback paths, which would run on the dummy host pointers above (and lose the context).
+  const bool sup = dec::supported(&p);
+  const int rc = dec::run(&p, 0);
+  const bool ok = !sup && rc == KSEEK_ERR_UNSUPPORTED && cudaGetLastError() == cudaSuccess;
   if (ok) ++g_pass;
   else ++g_fail;
   printf("[%s] refuse: %-36s rc=%d\n", ok ? "PASS" : "FAIL", name, rc);
@@ -633,31 +599,20 @@ static void timing() {
     CK(cudaMemcpy(hl.data(), dl, hl.size() * 4, cudaMemcpyDeviceToHost));
     CK(cudaMemcpy(t.data(), dtab[0], num_pages * 4, cudaMemcpyDeviceToHost));
     double max_err = 0.0, max_lerr = 0.0;
-    std::vector<double> sc(r.Sk), acc(D);
+    std::vector<double> acc(D);
     for (int b : {0, r.B - 1})
       for (int hh = 0; hh < Hq; ++hh) {
         const int h = hh / (Hq / Hkv);
-        double m = -INFINITY;
-        for (int j = 0; j < r.Sk; ++j) {
-          const size_t ko = ((size_t)t[b * pps + j / ps] * ps + j % ps) * Hkv * D + (size_t)h * D;
-          double s = 0.0;
-          for (int d = 0; d < D; ++d) s += (double)bf2f(hq[((size_t)b * Hq + hh) * D + d]) * bf2f(hk[ko + d]);
-          sc[j] = s * p.scale;
-          m = std::max(m, sc[j]);
-        }
-        double den = 0.0;
-        std::fill(acc.begin(), acc.end(), 0.0);
-        for (int j = 0; j < r.Sk; ++j) {
-          const double e = exp(sc[j] - m);
-          den += e;
-          const size_t vo = ((size_t)t[b * pps + j / ps] * ps + j % ps) * Hkv * D + (size_t)h * D;
-          for (int d = 0; d < D; ++d) acc[d] += e * bf2f(hv[vo + d]);
-        }
+        auto kv_off = [&](long j) { return ((size_t)t[b * pps + j / ps] * ps + j % ps) * Hkv * D + (size_t)h * D; };
+        const double lse = ref_row(
+            D, D, 0, r.Sk - 1, p.scale, 0.0, nullptr, [&](int d) { return bf2f(hq[((size_t)b * Hq + hh) * D + d]); },
+            [&](long j, int d) { return bf2f(hk[kv_off(j) + d]); }, [&](long j, int d) { return bf2f(hv[kv_off(j) + d]); },
+            acc.data());
         for (int d = 0; d < D; ++d) {
-          const double err = fabs(bf2f(ho[((size_t)b * Hq + hh) * D + d]) - acc[d] / den);
+          const double err = fabs(bf2f(ho[((size_t)b * Hq + hh) * D + d]) - acc[d]);
           max_err = err == err ? std::max(max_err, err) : INFINITY;
         }
-        const double lerr = fabs(hl[(size_t)b * Hq + hh] - (m + log(den)));
+        const double lerr = fabs(hl[(size_t)b * Hq + hh] - lse);
         max_lerr = lerr == lerr ? std::max(max_lerr, lerr) : INFINITY;
       }
     const bool ok = max_err <= 1e-2 && max_lerr <= 2e-3;
@@ -685,10 +640,8 @@ int main(int argc, char** argv) {
   const bool do_check = argc < 2 || !strcmp(argv[1], "check");
   const bool do_time = argc < 2 || !strcmp(argv[1], "time");
   CK(cudaFree(0));
+  print_variant();
   if (do_check) checks();
   if (do_time) timing();
-  if (g_fail == 0) printf("ALL PASS: 0 failure(s) (%d passed)\n", g_pass);
-  else printf("FAILURES: %d failure(s), %d passed\n", g_fail, g_pass);
-  fflush(stdout);
-  return g_fail ? 1 : 0;
+  return finish();
 }
