@@ -364,7 +364,9 @@ def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, h
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     try:
-        with hooks.window(name), torch.cuda.graph(g, stream=side):
+        # the window opens inside the capture: torch's capture_begin fills its RNG state (int64
+        # FillFunctor kernels, seen on the H200) before it, and that is not the candidate's code
+        with torch.cuda.graph(g, stream=side), hooks.window(name):
             for i in sets:
                 call(i)
     except Exception as e:
