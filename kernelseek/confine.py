@@ -244,9 +244,9 @@ def confined_nvcc(cmd, src, include_dirs, out_dir) -> tuple[list[str], dict]:
 
 
 def worker_jail(libraries, scratch, environ=None) -> Jail:
-    """The worker that loads candidate libraries: the kernelseek package, the libraries' folders and the
-    outside-the-repository $PYTHONPATH folders (read-only), its scratch (the only writable folder), the
-    GPU devices; KSEEK_* settings pass."""
+    """The worker that loads candidate libraries: the kernelseek package, the libraries' folders, the
+    outside-the-repository $PYTHONPATH folders (staged FA4) and FA3's library (read-only), its scratch
+    (the only writable folder), the GPU devices; KSEEK_* settings pass."""
     env_in = os.environ if environ is None else environ
     scratch = Path(scratch)
     pkg = PACKAGE
@@ -262,6 +262,11 @@ def worker_jail(libraries, scratch, environ=None) -> Jail:
             ro.append(src.resolve())
             _seed(src.resolve(), dst)
         extra[var] = str(dst)
+    from .baselines.fa3_vllm import ENV as FA3_ENV, find as find_fa3
+    fa3 = find_fa3()                           # FA3's prebuilt library (staged under /root, or .fa3/)
+    if fa3 is not None:
+        ro.append(fa3.resolve())
+        extra[FA3_ENV] = str(fa3.resolve())
     env = clean_env(env_in, home=str(scratch), extra=extra, prefixes=("KSEEK_",))
     return Jail(ro=ro, rw=[scratch], gpu=True, env=env, chdir=str(scratch), new_session=False)
 
