@@ -3,7 +3,7 @@
 //
 // The algorithm (two passes over the keys, fp32 throughout) is described in naive_fwd.cu's header.
 // Entry points: naive::launch_out<T>(p, stream) (T = the input dtype; the output dtype from p) and
-// naive::bad_dim(d) (head dims it cannot take: the ABI entry refuses those as invalid).
+// naive::check_params(p) (the ABI's checks of a call, which every kseek_fwd here makes first).
 #pragma once
 #include "kseek.h"
 
@@ -247,5 +247,21 @@ int launch_out(const kseek_params* p, cudaStream_t stream) {
 }
 
 inline bool bad_dim(int d) { return d <= 0 || d > kMaxDim || d % 8 != 0; }
+
+// The checks a kseek_fwd makes before any work (kseek.h): KSEEK_OK when the call may go on (it may
+// still have no rows: seqlen_q == 0), else the status to return.
+inline int check_params(const kseek_params* p) {
+  if (!p) return KSEEK_ERR_INVALID;
+  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
+  if (p->dtype < KSEEK_BF16 || p->dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
+  if (p->out_dtype < KSEEK_BF16 || p->out_dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
+  if (p->batch <= 0 || p->seqlen_q < 0 || p->seqlen_k < 0) return KSEEK_ERR_INVALID;
+  if (p->heads_q <= 0 || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return KSEEK_ERR_INVALID;
+  if (bad_dim(p->head_dim) || bad_dim(p->head_dim_v)) return KSEEK_ERR_INVALID;
+  if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
+  if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return KSEEK_ERR_INVALID;
+  if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits
+  return KSEEK_OK;
+}
 
 }  // namespace naive

@@ -18,16 +18,7 @@
 #include "naive_core.cuh"
 
 extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
-  if (!p) return KSEEK_ERR_INVALID;
-  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
-  if (p->dtype < KSEEK_BF16 || p->dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
-  if (p->out_dtype < KSEEK_BF16 || p->out_dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
-  if (p->batch <= 0 || p->seqlen_q < 0 || p->seqlen_k < 0) return KSEEK_ERR_INVALID;
-  if (p->heads_q <= 0 || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return KSEEK_ERR_INVALID;
-  if (naive::bad_dim(p->head_dim) || naive::bad_dim(p->head_dim_v)) return KSEEK_ERR_INVALID;
-  if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
-  if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return KSEEK_ERR_INVALID;
-  if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits
+  if (const int st = naive::check_params(p); st != KSEEK_OK) return st;
   if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
   switch (p->dtype) {
     case KSEEK_BF16: return naive::launch_out<__nv_bfloat16>(p, stream);

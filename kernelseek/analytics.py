@@ -284,7 +284,7 @@ def summary(events: list[dict]) -> dict:
     """Headline numbers of one trace."""
     start = next((e for e in events if e.get("type") in ("start",)), {})
     rr, rec, tb = reread_share(events), recurrence_share(events), time_to_best(events)
-    return {"arm": start.get("arm"), "model": start.get("model"),
+    return {"arm": start.get("arm"), "model": start.get("model"), "confined": start.get("confined"),
             "source": start.get("source_format", "kernelseek"),
             "person_messages": len(person_messages(events)),
             "bank_questions": sum(e.get("type") == "question" and e.get("source") == "bank" for e in events),

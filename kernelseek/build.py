@@ -190,10 +190,12 @@ def demangle(names: list[str]) -> list[str]:
 
 # ---- build ----------------------------------------------------------------------------------------
 def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str | Path | None = None,
-          timeout_s: float = NVCC_TIMEOUT_S, defines: dict | None = None) -> BuildResult:
+          timeout_s: float = NVCC_TIMEOUT_S, defines: dict | None = None, confine=None) -> BuildResult:
     """Compile the kernel `src` (a .cu file or a kernel folder) with `defines` (NAME -> VALUE, built
     as -DNAME=VALUE) into a cached shared library; ok False (with the log) on a compile error or a
-    missing kernel."""
+    missing kernel. confine: None, or a function (cmd, src, include_dirs, out_dir) -> (argv, env)
+    running nvcc confined (kernelseek.confine.confined_nvcc: only the folder holding the kernel, kseek.h
+    and the output folder are there, so no #include reaches the repository); its own cache key."""
     t0 = time.perf_counter()
     src = Path(src)
     defines = check_defines(defines)
@@ -204,7 +206,7 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
         return BuildResult(False, None, str(e), source=str(src), arch=arch, defines=defines)
     flags = [*arch_flags(arch), *BASE_FLAGS, *define_flags(defines), *map(str, extra_flags)]
     version = nvcc_version(nvcc)
-    key = cache_key(entry, flags, arch, version)
+    key = cache_key(entry, flags + (["<confined>"] if confine is not None else []), arch, version)
     entry_dir = cache_root(cache_dir) / key
     so_name = entry.stem + ".so"
     common = dict(flags=flags, key=key, source=str(src), source_hash=kernel_hash(src), arch=arch, defines=defines)
@@ -212,13 +214,16 @@ def build(src: str | Path, arch: str = "sm_90a", extra_flags=(), cache_dir: str 
         return BuildResult(True, entry_dir / so_name, _read(entry_dir / "build.log"),
                            _load_ptxas(entry_dir / "ptxas.json"), cached=True,
                            seconds=time.perf_counter() - t0, **common)
-    ok, so, log, ptxas = _compile(nvcc, entry, flags, entry_dir, {**common, "nvcc_version": version}, timeout_s)
+    jail = (lambda cmd, inc, out: confine(cmd, src, [inc], out)) if confine is not None else None
+    ok, so, log, ptxas = _compile(nvcc, entry, flags, entry_dir, {**common, "nvcc_version": version}, timeout_s,
+                                  jail)
     return BuildResult(ok, so, log, ptxas, seconds=time.perf_counter() - t0, **common)
 
 
-def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, timeout_s: float):
+def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, timeout_s: float, jail=None):
     """nvcc into a temporary directory renamed to `dest` on success; (ok, so path, log, ptxas).
-    The include path: the kernel's directory, then a private directory with only kseek.h in it."""
+    The include path: the kernel's directory, then a private directory with only kseek.h in it.
+    jail(cmd, include_dir, out_dir) -> (argv, env): how to run nvcc confined (see build)."""
     so_name = entry.stem + ".so"
     dest.parent.mkdir(parents=True, exist_ok=True)
     tmp = Path(tempfile.mkdtemp(prefix=f".tmp-{dest.name[:12]}-", dir=dest.parent))
@@ -227,8 +232,9 @@ def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, t
             shutil.copyfile(KSEEK_H, Path(inc) / KSEEK_H.name)
             cmd = [nvcc, *flags, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
                    "-o", str(tmp / so_name)]
+            run_cmd, env = jail(cmd, inc, tmp) if jail is not None else (cmd, None)
             try:
-                proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout_s)
+                proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
                 log, rc = (proc.stdout + proc.stderr), proc.returncode
             except subprocess.TimeoutExpired as e:
                 log, rc = f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}", -1

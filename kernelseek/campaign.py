@@ -1,6 +1,7 @@
 """Campaigns: papermill runs of notebooks/campaign.ipynb, and the arm-by-replicate matrix on Dask.
 
     kernelseek campaign run --kernel kernels/naive_fwd.cu --grid bench26 --arm bank --steps 100
+    kernelseek campaign run ... --unconfined          run the agent and its candidates without bubblewrap
     kernelseek campaign resume campaigns/<id> [--steps 200]      continue a crashed campaign
     kernelseek campaign matrix --kernel ... --arms bare,bank,human,equipped --replicates 3 --gpus 0,1,2,3
     kernelseek campaign restore campaigns/<id> 7                  put evaluation 7's kernel back
@@ -13,6 +14,10 @@ tables. `matrix` submits one such run per (arm, replicate) to a Dask distributed
 LocalCluster with one single-threaded worker per GPU (each worker pinned to one GPU through the
 notebook's `gpu` parameter), or an existing scheduler (`--scheduler tcp://host:8786`; start its
 workers with `CUDA_VISIBLE_DEVICES=i dask worker ADDR --nthreads 1 --resources GPU=1`).
+
+Confinement (kernelseek.confine) is the default and needs bubblewrap: `run` refuses to start without
+it. `--unconfined` is the only way around it, and the trace's start event and the outcome row say so.
+The executed notebook and everything printed on stderr are redacted (kernelseek.redact).
 """
 from __future__ import annotations
 
@@ -50,7 +55,9 @@ def outcome(root) -> dict:
     stop = next((e for e in reversed(evs) if e.get("type") in ("stop", "error")), None) or {}
     gms = [e["geomean"] for e in evs if traces.passed_full(e)]     # versions that passed every row
     s = Spend.from_events(evs)
+    first = next((e for e in evs if e.get("type") in ("start", "resume")), {})
     return {"campaign": root.name, "arm": cfg.get("arm"), "replicate": cfg.get("replicate"),
+            "confined": first.get("confined", cfg.get("sandbox", "bwrap") != "none"),
             "stopped": stop.get("reason") or stop.get("message") or "running or crashed",
             "met": bool(stop.get("met")), "steps": s.steps, "tokens": s.tokens, "dollars": round(s.dollars, 4),
             "wall_s": round(s.wall_s, 1), "evaluations": sum(e.get("type") == "evaluation" for e in evs),
@@ -75,15 +82,24 @@ def run(cfg: Config, campaigns_dir="campaigns", campaign_id: str | None = None, 
     A campaign rejected before its loop started (a bad config, or a notebook failing before the
     trace's start event) leaves nothing behind, so its id can be used again."""
     import papermill as pm
+
+    from .redact import redacting_errors, scrub_notebook
     cfg = cfg.absolute()
+    if cfg.sandbox != "none":
+        from .confine import require
+        require("a campaign")              # refuse up front, before a campaign directory exists
     root = Path(campaigns_dir).resolve() / (campaign_id or new_campaign_id(cfg))
     preflight(cfg)
     existed = root.exists()
     try:
         paths = create(cfg, root)
-        pm.execute_notebook(str(notebook), str(paths.notebooks / "campaign.ipynb"),
-                            parameters=parameters(cfg, paths.root, gpu), kernel_name=kernel_name,
-                            progress_bar=False, cwd=str(REPO))
+        out = paths.notebooks / "campaign.ipynb"
+        try:
+            with redacting_errors():
+                pm.execute_notebook(str(notebook), str(out), parameters=parameters(cfg, paths.root, gpu),
+                                    kernel_name=kernel_name, progress_bar=False, cwd=str(REPO))
+        finally:
+            scrub_notebook(out)            # a second line of defence: the loop already redacts
     except BaseException:
         if not existed and not _started(root):
             shutil.rmtree(root, ignore_errors=True)

@@ -6,7 +6,7 @@ the child process that owns the GPU:
     d = Defence.begin(req)             a scenario starts: its settings, the candidate's own code
     lib = d.load(so)                   dlopen inside the run-time check's window
     with d.window(): ...               a candidate call (checked, trap) inside the window
-    pool = SetPool(...); hooks = d.hooks(pool, verify)   the input sets and timing's hooks (timing.py)
+    pool = timing_pool(...); hooks = d.hooks(pool, verify)   the input sets (SetPool) and timing's hooks
     d.after_timing(pool, call0, verify)   the in-place check and the near-repeat traps
     graph_timing(d, pool, hooks, ...)  CUDA-graph replay time, refreshed and verified between replays
     Defence.end(reply)                 the reply: the run-time check's verdict, the defence's cost
@@ -286,3 +286,52 @@ class SetPool:
         while len(self.sets) < target:
             self.add()
         return len(self.sets)
+
+
+# ---- the worker's timing setup ----------------------------------------------------------------
+def timing_pool(job, lib, bound: dict, out: dict, guard) -> "SetPool":
+    """The timing's input sets (defence.SetPool): each with the candidate's prepared launch (its own
+    outputs and workspace) and each baseline bound to it; more are added when a batch needs them."""
+    from . import abi
+    from .inputs import alloc_outputs
+
+    def launch_for(st):
+        o, lse = alloc_outputs(job.s, st)               # the harness's poison fill: outside the window
+        with guard.window():                            # the workspace query is the candidate's code
+            return abi.Launch(lib, job.s, st, o, lse)
+
+    def bind_all(st):
+        calls = {}
+        for name, b in list(bound.items()):
+            try:
+                calls[name] = b.bind(job.s, st).call
+            except Exception as e:
+                if pool.base.get(name):                   # bound before: time it on that set again
+                    calls[name] = pool.base[name][-1]
+                    continue
+                out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
+                bound.pop(name)
+        return calls
+
+    pool = SetPool(job.s, job.seed, "cuda", lambda i: job.inputs(job.seed + 1 + i),
+                   launch_for if lib is not None else None, bind_all)
+    for _ in range(timing.sets_needed(job.s.min_bytes())):
+        pool.add()
+    return pool
+
+
+def timed_impls(pool: "SetPool", bound: dict) -> dict:
+    """{name: call(i) on input set i}: the candidate (when it passed) and each baseline that passed."""
+    impls = {}
+    if pool.cand:
+        impls["candidate"] = lambda i: pool.cand[i]("during timing")
+    for name in list(bound):
+        impls[name] = (lambda calls: (lambda i: calls[i]()))(pool.base[name])
+    return impls
+
+
+def check_against_references(s, inp, o, lse):
+    """The pass rule on one output, against both references on `inp`'s current content."""
+    from .check import check_output
+    from .reference import attention_ref
+    return check_output(s, o, lse, attention_ref(s, inp, "fp32"), attention_ref(s, inp, "lowp"))

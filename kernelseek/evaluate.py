@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import shlex
+import shutil
 import socket
 import subprocess
 import sys
@@ -215,12 +216,14 @@ def compiler_errors(log: str, limit: int = 600) -> str:
     return text if len(text) <= limit else text[:limit - 3] + "..."
 
 
-def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict) -> tuple[str | None, str | None]:
-    """Build the kernel (with its defines) and check its constraints, recording both in the run
-    folder and meta. Returns (the .so path, None) or (None, why every row is refused)."""
+def _build_step(kpath: Path, arch: str, defines: dict, run: Path, meta: dict,
+                confine=None) -> tuple[str | None, str | None]:
+    """Build the kernel (with its defines; under `confine`, build.build's hook) and check its
+    constraints, recording both in the run folder and meta. Returns (the .so path, None) or (None,
+    why every row is refused)."""
     from . import build as B
     from . import constraints as C
-    br = B.build(kpath, arch=arch, defines=defines)
+    br = B.build(kpath, arch=arch, defines=defines, confine=confine)
     store.write_build(run, br.log or "", br.ptxas)
     meta["build"] = {"ok": br.ok, "cached": br.cached, "flags": br.flags, "seconds": br.seconds}
     if not br.ok:
@@ -244,17 +247,19 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
              command: str = "", defines: dict | None = None, defence: bool = True,
-             graph: bool = False) -> tuple[Path, list[R.Row], dict]:
+             graph: bool = False, confine: bool = False) -> tuple[Path, list[R.Row], dict]:
     """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
     (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
     faults; bad inputs (check_inputs, a bad define) raise before the run directory exists.
 
     defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
     code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
-    graph: also time the candidate's CUDA-graph replay (graph_ms), refreshed and verified likewise."""
+    graph: also time the candidate's CUDA-graph replay (graph_ms), refreshed and verified likewise.
+    confine: the candidate's build and the worker that loads it run under bubblewrap (see
+    kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
-    from .worker import Worker
     t_start = time.perf_counter()
+    nvcc_jail = _build_hook(confine)       # bubblewrap checked before anything runs: no silent fallback
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
     kpath = Path(kernel)
@@ -263,11 +268,12 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     run = R.new_run_dir(runs_dir, kpath.stem)
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
-            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only, **_start_meta(seed)}
+            "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only,
+            "confined": bool(confine), **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     t = time.perf_counter()
-    so, refuse = _build_step(kpath, arch, defines, run, meta)
+    so, refuse = _build_step(kpath, arch, defines, run, meta, nvcc_jail)
     phases["build_s"] = time.perf_counter() - t
     if refuse:
         rows = [R.Row(scenario=s.name, row=s.row, grid=grid, status="refused", reason=refuse,
@@ -276,7 +282,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w = Worker(cmd=worker_cmd, log_path=store.Run(run).worker_log, extra_env=_defence_env(so, defence, meta))
+    w, scratch = _worker(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine,
+                         _defence_env(so, defence, meta))
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)
     phases["worker_start_s"] = time.perf_counter() - t
@@ -302,6 +309,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
         w.close()
+        if scratch:
+            shutil.rmtree(scratch, ignore_errors=True)
     meta["worker_restarts"] = w.restarts
     meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
@@ -351,6 +360,25 @@ def note_baselines(seen: dict, reply: dict) -> None:
         rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
         rec["version"] = rec["version"] or str(b.get("version") or "")
         rec["passed" if b.get("status") == "passed" else "other"] += 1
+
+
+def _build_hook(confine: bool):
+    """build.build's `confine` hook for a confined evaluation (None otherwise); requires bubblewrap."""
+    if not confine:
+        return None
+    from .confine import confined_nvcc, require
+    require("a confined evaluation")
+    return confined_nvcc
+
+
+def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict):
+    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
+    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
+    if confine:
+        from .confine import confined_worker
+        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
+    from .worker import Worker
+    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
 
 
 def _progress(items, on: bool):

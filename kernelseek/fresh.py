@@ -143,7 +143,35 @@ def trap_k_row(s: Scenario, inp: Inputs, rng: random.Random) -> str:
     return f"k row (sequence {b}, key {j}, KV head {hkv}) = 4 x q row {i} head {h}"
 
 
-TRAPS = (trap_q_row, trap_k_row, trap_q_row)
+def trap_q_element(s: Scenario, inp: Inputs, rng: random.Random) -> str:
+    """Change one element of one query row by a large amount (8 in real units, sign of its own):
+    a fingerprint that samples words of q misses one element far more often than a whole row."""
+    b, i, h, hkv, _j = _pick_row(s, rng)
+    row = _q_row(s, inp, b, i, h)
+    cols = rng.sample(range(row.shape[-1]), 4 if row.dtype == torch.float8_e4m3fn else 1)  # fp8 clamps:
+    real = _real(row, inp.q_descale, b, hkv)                          # four of its largest values
+    for d in cols:
+        real[d] = 8.0 if float(real[d]) <= 0 else -8.0
+    _store(row, real, inp.q_descale, b, hkv)
+    return f"q element (sequence {b}, row {i}, head {h}, column {cols[0]})"
+
+
+def trap_k_element(s: Scenario, inp: Inputs, rng: random.Random) -> str:
+    """Change one element of one key row so that this key dominates a query that sees it: the
+    element becomes 24 (real units) with the sign of that query's element in the same column."""
+    b, i, h, hkv, j = _pick_row(s, rng)
+    q = _real(_q_row(s, inp, b, i, h), inp.q_descale, b, hkv)
+    d = int(q.abs().argmax())
+    row = _k_row(s, inp, b, j, hkv)
+    real = _real(row, inp.k_descale, b, hkv)
+    real[d] = 24.0 if float(q[d]) >= 0 else -24.0
+    _store(row, real, inp.k_descale, b, hkv)
+    return f"k element (sequence {b}, key {j}, KV head {hkv}, column {d}) for q row {i} head {h}"
+
+
+# After timing, in order, stopping at the first failure: whole rows (caught by any fingerprint that
+# misses them), then single elements (which a sampled fingerprint almost never covers).
+TRAPS = (trap_q_row, trap_k_row, trap_q_element, trap_k_element, trap_q_element)
 
 
 def trap_rng() -> random.Random:

@@ -9,6 +9,8 @@ A goal file (YAML; goals/default.yaml is an example):
     by_scenario:          # overrides by scenario name (or bench row number); beat by_group
       dense_causal: 1.1
     max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
+A campaign's results are judged only through its ledger (kernelseek.ledger, via store): evaluations
+the loop ran and recorded in the trace with their digest, never a results file that appeared.
 A row meets the goal only if its status is passed, its speedup is at least its minimum and it is
 not flagged for review (Row.suspicious) without a review that covers it (review.py: same kernel,
 same scenario, speedup not grown; the verdict line names the review). A row faster than the GPU's

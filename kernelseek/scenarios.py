@@ -15,13 +15,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import yaml
 
+from .counts import DTYPE_BYTES, Counts  # noqa: F401  (DTYPE_BYTES: re-exported)
 from .paths import GRIDS as GRID_DIR  # the built-in grids (kernelseek/grids)
 
 DTYPES = ("bf16", "fp16", "fp8")
-DTYPE_BYTES = {"bf16": 2, "fp16": 2, "fp8": 1}
 
 
 class GridError(ValueError):
@@ -29,7 +28,7 @@ class GridError(ValueError):
 
 
 @dataclass(frozen=True)
-class Scenario:
+class Scenario(Counts):
     name: str
     heads_q: int
     heads_kv: int
@@ -115,60 +114,6 @@ class Scenario:
             "attn": self.attn_type, "window": self.window != (-1, -1),
             "softcap": self.softcap > 0, "sinks": self.sinks,
         }
-
-    # ---- counts --------------------------------------------------------------------------
-    def attended(self) -> int:
-        """Sum over all query rows (one head) of the number of keys each row attends to."""
-        left, right = self.effective_window
-        total = 0
-        for sq, (k0, k1) in zip(self.q_lens(), self.k_ranges()):
-            sk = max(0, k1 - k0)
-            i = np.arange(sq, dtype=np.int64)
-            diag = i + sk - sq
-            lo = np.zeros_like(i) if left < 0 else np.maximum(0, diag - left)
-            hi = np.full_like(i, sk - 1) if right < 0 else np.minimum(sk - 1, diag + right)
-            total += int(np.maximum(0, hi - lo + 1).sum())
-        return total
-
-    def _seen(self) -> tuple[int, int]:
-        """(query rows that see at least one key, keys seen by at least one query row), all sequences.
-        A row's visible keys are a range that slides with the row, so their union is one range."""
-        left, right = self.effective_window
-        rows_q = rows_k = 0
-        for sq, (k0, k1) in zip(self.q_lens(), self.k_ranges()):
-            sk = max(0, k1 - k0)
-            i = np.arange(sq, dtype=np.int64)
-            diag = i + sk - sq
-            lo = np.zeros_like(i) if left < 0 else np.maximum(0, diag - left)
-            hi = np.full_like(i, sk - 1) if right < 0 else np.minimum(sk - 1, diag + right)
-            ok = hi >= lo
-            if ok.any():
-                rows_q += int(ok.sum())
-                rows_k += int(hi[ok].max() - lo[ok].min() + 1)
-        return rows_q, rows_k
-
-    def flops(self) -> float:
-        """2 FLOPs per multiply-add, both products: 2*Hq*attended*(D + Dv)."""
-        return 2.0 * self.heads_q * self.attended() * (self.head_dim + self.dv)
-
-    def min_bytes(self) -> float:
-        """The least traffic a kernel needs: the query rows that see a key and the key rows some query
-        sees (a sliding window over a long cache reads only the window), and the descales, read once;
-        O (and fp32 LSE) of every row written once. The fail line for bandwidth (peaks.py) divides it."""
-        eb = DTYPE_BYTES[self.dtype]
-        ob = 2
-        rows_q = sum(self.q_lens())
-        seen_q, rows_k = self._seen()
-        q = seen_q * self.heads_q * self.head_dim * eb
-        kv = rows_k * self.heads_kv * (self.head_dim + self.dv) * eb
-        o = rows_q * self.heads_q * self.dv * ob + rows_q * self.heads_q * 4
-        descales = 3 * self.n_batch * self.heads_kv * 4 if self.dtype == "fp8" else 0
-        return float(q + kv + o + descales)
-
-    def kv_bytes(self) -> float:
-        """K and V bytes actually attended over (decode's figure of merit)."""
-        rows_k = sum(max(0, k1 - k0) for k0, k1 in self.k_ranges())
-        return float(rows_k * self.heads_kv * (self.head_dim + self.dv) * DTYPE_BYTES[self.dtype])
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)

@@ -13,7 +13,8 @@
       workspace/                   the agent's files; nothing there is ever read as a result
       versions/<sha256>.cu         every kernel version evaluated (versions/<sha256>/ for a kernel
                                    with local headers or a kernel folder)
-      evals/<n>/                   its evaluations, Run folders numbered from 0 in order
+      evals/<n>/                   its evaluations, Run folders numbered from 0 in order; only those
+                                   the loop recorded in trace.jsonl's ledger count (kernelseek.ledger)
       notebooks/                   executed notebooks
       lock                         who runs its loop now (pid, host, start; agent/lock.py); empty
                                    when no loop runs
@@ -31,6 +32,8 @@ import os
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+
+from . import ledger
 
 # ---- file names: spelled here and nowhere else ------------------------------------------------
 RESULTS = "results.json"
@@ -191,9 +194,10 @@ class Run:
 
 # ---- campaigns --------------------------------------------------------------------------------
 def next_number(folder: str | Path) -> int:
-    """The number the next run under `folder` gets: its numbered folders so far, finished or not."""
+    """The number the next run under `folder` gets: one past the highest numbered folder, finished
+    or not (never the name of a folder already there, whatever appeared in it)."""
     folder = Path(folder)
-    return sum(1 for d in folder.iterdir() if d.name.isdigit()) if folder.is_dir() else 0
+    return max([int(d.name) for d in folder.iterdir() if d.name.isdigit()] + [-1]) + 1 if folder.is_dir() else 0
 
 
 def numbered_runs(folder: str | Path) -> list[Path]:
@@ -240,8 +244,14 @@ class Campaign:
         return doc
 
     def eval_dirs(self) -> list[Path]:
-        """The campaign's evaluations: evals/<n>/ with a results.json, in increasing n (numbered_runs)."""
-        return numbered_runs(self.evals)
+        """The campaign's evaluations, in increasing n: the evals/<n>/ (numbered_runs) that its loop
+        recorded in the ledger of its trace, bytes unchanged (kernelseek.ledger). A results file that
+        merely appeared there, or was changed since, is never one of them."""
+        return self.ledger().verified
+
+    def ledger(self) -> ledger.Check:
+        """The ledger check: verified evaluations, and a line for each results file left out."""
+        return ledger.check(self.root, self.trace, numbered_runs(self.evals), RESULTS)
 
     def evaluations(self) -> list[Run]:
         """Every evaluation, loaded, in order (see eval_dirs)."""
@@ -306,16 +316,14 @@ def trace_file(path: str | Path) -> Path:
 
 
 def find_results(path: str | Path) -> Path:
-    """results.json of a run dir, a results.json path, or a campaign's latest evaluation."""
+    """results.json of a run dir, a results.json path, or a campaign's latest evaluation recorded in
+    its ledger (ledger.ForgedResults, a ValueError, when a recorded results file was changed)."""
     p = Path(path)
     if p.is_file() or is_run(p):
         return results_file(p)
     c = Campaign(p)
-    if c.evals.is_dir():
-        latest = c.latest_eval()
-        if latest is None:
-            raise FileNotFoundError(f"{c.evals}: no evaluation with a {RESULTS} yet")
-        return latest / RESULTS
+    if c.evals.is_dir():        # the newest evaluation in the ledger; ForgedResults if one was changed
+        return ledger.latest(c.ledger(), p) / RESULTS
     if not p.exists():
         raise FileNotFoundError(f"{p}: no such run or campaign directory")
     raise FileNotFoundError(f"{p}: no {RESULTS} and no {EVALS}/ directory")

@@ -40,10 +40,12 @@ design, with `Hooks` as the seam the worker fills in (defence.DefenceHooks, fres
      random call of that batch are checked against the reference on that set's content. A kernel that skips work on a
      pointer it has seen, or answers from any memory, returns stale output there and fails.
   3. Near-repeat traps after timing (defence.after_timing, fresh.trap_*): first the set's whole
-     content is replaced in place (same pointers) and checked; then, three times, one row of q or
-     one key row of the set
-     the kernel has just computed is changed in place, and the output is checked again. A memoizer
-     whose fingerprint misses the changed row returns its stored answer and fails; one that hashes
+     content is replaced in place (same pointers) and checked; then five near repeats of the
+     content the kernel has just computed: one row of q, one key row, then single elements of q
+     and of k (large changes, a key made to dominate a query that sees it), each checked. A
+     memoizer whose fingerprint misses the change returns its stored answer and fails (a sampled
+     fingerprint covers a whole row fairly often on small inputs, a single element almost never:
+     the H200 run of memo_gpu.cu evaded the row traps alone on one small row); one that hashes
      everything recomputes, which is correct and, by 1., never faster than honest.
   4. CUDA-graph timing (time_graph) keeps its fixed pointers: between replays the harness
      refreshes the content of every set the graph reads, flushes the L2 and verifies sampled
@@ -364,7 +366,9 @@ def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, h
     torch.cuda.synchronize()
     g = torch.cuda.CUDAGraph()
     try:
-        with hooks.window(name), torch.cuda.graph(g, stream=side):
+        # the window opens inside the capture: torch's capture_begin fills its RNG state (int64
+        # FillFunctor kernels, seen on the H200) before it, and that is not the candidate's code
+        with torch.cuda.graph(g, stream=side), hooks.window(name):
             for i in sets:
                 call(i)
     except Exception as e:

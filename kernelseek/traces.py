@@ -21,7 +21,8 @@ Every event carries `id` ("ev-<seq>"), `seq`, `type`, `t` (epoch seconds) and `u
     error           where (api | tool | loop), kind, message
 Tool calls are the `tool_use` blocks of assistant messages. Imported traces (Claude Code) use the
 same schema with `source_format` on their start event. No secret reaches a trace: every string is
-passed through a Redactor (environment values of credential-like variables, API-key patterns).
+passed through a redact.Redactor (values of credential-like variables and their encodings,
+API-key patterns).
 
     kernelseek trace import-claude-code SESSION.jsonl [--out data/traces/NAME.jsonl]
     kernelseek trace stats TRACE.jsonl...
@@ -36,44 +37,11 @@ from pathlib import Path
 from typing import Iterable
 
 from . import store
+from .redact import SECRET_NAME, SECRET_PATTERNS, Redactor  # noqa: F401  (re-exported)
 
 TRACE = store.TRACE
-SECRET_NAME = re.compile(r"KEY|TOKEN|SECRET|PASSW|CREDENTIAL|AUTH|COOKIE|SESSION", re.I)
-SECRET_PATTERNS = (re.compile(r"sk-ant-[A-Za-z0-9_\-]{8,}"),
-                   re.compile(r"(?i)\b(bearer|x-api-key:?)\s+[A-Za-z0-9._\-]{16,}"))
-
-
 def utc(t: float | None = None) -> str:
     return time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(time.time() if t is None else t))
-
-
-class Redactor:
-    """Replaces secret values in any string of an event with [redacted:NAME]."""
-
-    def __init__(self, secrets: dict[str, str] | None = None):
-        self.secrets = {k: v for k, v in (secrets or {}).items() if isinstance(v, str) and len(v) >= 8}
-
-    @classmethod
-    def from_env(cls, environ=None) -> "Redactor":
-        env = os.environ if environ is None else environ
-        return cls({k: v for k, v in env.items() if SECRET_NAME.search(k)})
-
-    def text(self, s: str) -> str:
-        for name, val in sorted(self.secrets.items(), key=lambda kv: -len(kv[1])):
-            if val in s:
-                s = s.replace(val, f"[redacted:{name}]")
-        for pat in SECRET_PATTERNS:
-            s = pat.sub("[redacted]", s)
-        return s
-
-    def __call__(self, x):
-        if isinstance(x, str):
-            return self.text(x)
-        if isinstance(x, dict):
-            return {k: self(v) for k, v in x.items()}
-        if isinstance(x, (list, tuple)):
-            return [self(v) for v in x]
-        return x
 
 
 class TraceWriter:

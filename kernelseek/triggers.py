@@ -121,6 +121,7 @@ _LIMIT = [re.compile(p, re.I) for p in (
     r"\b(hardware|physical|fundamental|theoretical|architectural|genuine|hard|real)\s+"
     r"(ceiling|limit|limitation|bound|floor|wall)s?\b",
     r"\b(hit|hitting|reached|reaching|at|against|near)\s+(a|the|its|our)?\s*(hard\s+)?(ceiling|wall)\b",
+    r"\b(not enough|insufficient|ran out of|runs? out of)\s+(\w+\s+)?(registers|shared memory|smem)\b",
     r"\b(can ?not|can't|couldn't|won't|will not)\s+(go|get|be made|run|make it)\s+(any\s+|much\s+)?"
     r"(faster|quicker|better)\b",
     r"\b(no|little|not much)\s+(more\s+|further\s+|remaining\s+)?(room|headroom|gains?\s+left|"
@@ -178,6 +179,7 @@ _CUE = re.compile(r"\b(due to|because of|caused by|attributable to|comes? from|j
 _STRONG = re.compile(r"\b(flaky|flakiness|close enough|(loosen|relax|widen|bump|raise|increase)\w*\s+"
                      r"(the\s+)?(tolerance|atol|rtol|threshold)s?|tolerances? (is|are) too (tight|strict)|"
                      r"reference (is|may be|might be|could be) (wrong|off|inaccurate|imprecise))\b", re.I)
+_DENIAL = re.compile(r"\s*(no|none of|nothing|neither)\s+\S", re.I)   # a clause opening with a denial
 
 
 def _sentences(text: str) -> list[str]:
@@ -189,6 +191,8 @@ def _sentences(text: str) -> list[str]:
 def _negated(sentence: str, start: int, words: int = 5) -> bool:
     """Whether a negation or a conditional sits in the last few words of the clause before `start`."""
     clause = re.split(r"[,;:()]|\s[-\u2013\u2014]\s", sentence[:start])[-1]
+    if _DENIAL.match(clause):          # "No prefill row is at a hardware limit"
+        return True
     return bool(_NEG.search(" ".join(clause.split()[-words:])))
 
 
@@ -351,7 +355,9 @@ def correctness_excuse(h: History, classify: Classifier | None = None) -> Moment
 
 def detect(h: History, *, classify: Classifier | None = None, noise: float | None = None,
            n: int = PLATEAU_EVALS, minutes: float | None = None, jump: float = DEFAULT_JUMP) -> list[Moment]:
-    """Every moment that fires now, most urgent first."""
+    """Every moment that fires now, most urgent first, each aimed at the groups its evidence
+    points to (question_focus.aim)."""
+    from .question_focus import aim
     found = [correctness_excuse(h, classify), suspicious_gain(h, jump), limit_claim(h, classify),
              plateau(h, n, minutes, noise), start(h)]
-    return [m for m in found if m is not None]
+    return [aim(m, h) for m in found if m is not None]

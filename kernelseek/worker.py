@@ -209,7 +209,7 @@ def _scenario(req: dict) -> dict:
     near repeats) and, with "graph", CUDA-graph replay -> the fields of a results Row. The run-time
     code check's verdict is added by serve() (defence.Defence.end)."""
     from . import timing
-    from .defence import Defence, graph_timing
+    from .defence import Defence, check_against_references, graph_timing, timed_impls, timing_pool
     guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     job = _Job(req)                                     # the scenario, seeded inputs, references
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
@@ -218,14 +218,15 @@ def _scenario(req: dict) -> dict:
     if job.check_only or out["status"] != "passed" and not bound:
         return out
     cand = lib if lib is not None and out["status"] == "passed" else None
-    pool = _timing_pool(job, cand, bound, out, guard)
-    impls = _timed_impls(pool, bound)
+    pool = timing_pool(job, cand, bound, out, guard)
+    impls = timed_impls(pool, bound)
     job.mark("timing_setup")
-    hooks = guard.hooks(pool, lambda st, o, lse: _verify(job, st, o, lse))
+    verify = lambda st, o, lse: check_against_references(job.s, st, o, lse)   # noqa: E731
+    hooks = guard.hooks(pool, verify)
     res = timing.time_interleaved(impls, len(pool.sets), budget_s=job.budget_s, hooks=hooks)
     job.mark("timing")
     if cand is not None:
-        guard.after_timing(pool, lambda: impls["candidate"](0), lambda st, o, lse: _verify(job, st, o, lse))
+        guard.after_timing(pool, lambda: impls["candidate"](0), verify)
         if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
             out.update(graph_timing(guard, pool, hooks, lib))
         for why in guard.failures:
@@ -295,54 +296,6 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
         out["baselines"][b.name] = rec
     job.mark("baseline_check")
     return bound
-
-
-def _timing_pool(job: _Job, lib, bound: dict, out: dict, guard):
-    """The timing's input sets (defence.SetPool): each with the candidate's prepared launch (its own
-    outputs and workspace) and each baseline bound to it; more are added when a batch needs them."""
-    from . import abi, timing
-    from .defence import SetPool
-    from .inputs import alloc_outputs
-
-    def launch_for(st):
-        with guard.window():                            # the workspace query is the candidate's code
-            return abi.Launch(lib, job.s, st, *alloc_outputs(job.s, st))
-
-    def bind_all(st):
-        calls = {}
-        for name, b in list(bound.items()):
-            try:
-                calls[name] = b.bind(job.s, st).call
-            except Exception as e:
-                if pool.base.get(name):                   # bound before: time it on that set again
-                    calls[name] = pool.base[name][-1]
-                    continue
-                out["baselines"][name].update(status="error", reason=f"bind for timing: {e}")
-                bound.pop(name)
-        return calls
-
-    pool = SetPool(job.s, job.seed, "cuda", lambda i: job.inputs(job.seed + 1 + i),
-                   launch_for if lib is not None else None, bind_all)
-    for _ in range(timing.sets_needed(job.s.min_bytes())):
-        pool.add()
-    return pool
-
-
-def _timed_impls(pool, bound: dict) -> dict:
-    """{name: call(i) on input set i}: the candidate (when it passed) and each baseline that passed."""
-    impls = {}
-    if pool.cand:
-        impls["candidate"] = lambda i: pool.cand[i]("during timing")
-    for name in list(bound):
-        impls[name] = (lambda calls: (lambda i: calls[i]()))(pool.base[name])
-    return impls
-
-
-def _verify(job: _Job, inp, o, lse):
-    """The pass rule on one output, against both references on `inp`'s current content."""
-    from .check import check_output
-    from .reference import attention_ref
-    return check_output(job.s, o, lse, attention_ref(job.s, inp, "fp32"), attention_ref(job.s, inp, "lowp"))
 
 
 def _check_accounting(t, out: dict) -> None:

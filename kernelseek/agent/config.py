@@ -6,7 +6,7 @@
       trace.jsonl      events, append-only (kernelseek.traces)
       inbox.jsonl      questions waiting (kernelseek.inbox)
       workspace/       the agent's files: the kernel (a file with the local headers it includes, or a
-                       kernel folder), kseek.h; the only place the shell may write;
+                       kernel folder), kseek.h; all the shell sees besides the toolchain;
                        .kseek/outputs/ holds the full text of tool outputs cut for the model
       versions/<sha256>.cu   every kernel version evaluated (versions/<sha256>/ when it has local headers)
       evals/<n>/       run directories of its evaluations, in order
@@ -54,7 +54,7 @@ class Config:
     context_trigger: float = 0.70        # compact the conversation above this share of the window
     context_target: float = 0.40         # ... down to this share
     keep_turns: int = 8                  # assistant turns always kept verbatim
-    sandbox: str = "auto"                # auto | bwrap | none
+    sandbox: str = "bwrap"               # bwrap (required) | none: unconfined, only by an explicit --unconfined
     base_url: str | None = None          # the Messages API (None: the anthropic client's default)
     prices: str | None = None            # price table (None: data/prices.yaml)
     api_max_retries: int = 4             # retries of one API call, each recorded (agent/api.py)
@@ -68,6 +68,8 @@ class Config:
     def __post_init__(self):
         if self.arm not in ARMS:
             raise ValueError(f"arm {self.arm!r}: one of {', '.join(ARMS)}")
+        if self.sandbox not in ("bwrap", "none", "auto"):        # auto: older configs, now means bwrap
+            raise ValueError(f"sandbox {self.sandbox!r}: bwrap (the default) or none (unconfined, explicit)")
         Budget.from_dict(self.budget)
 
     @property

@@ -104,7 +104,8 @@ class Loop:
         self.log = log or (lambda *a, **k: None)
         self.writer = traces.TraceWriter(self.paths.trace)
         self.events = traces.read(self.paths.trace)
-        self.sandbox = Sandbox(self.paths.workspace, self.cfg.shell_timeout_s, FULL_OUTPUT_CHARS, self.cfg.sandbox)
+        self.sandbox = Sandbox(self.paths.workspace, self.cfg.shell_timeout_s, FULL_OUTPUT_CHARS, self.cfg.sandbox,
+                               hide=[self.paths.root.parent])
         if self.lock.previous:
             self.took_over(self.lock.previous)
         self.tools = Toolbox(self.cfg, self.paths, self.sandbox, evaluator or make_evaluator(self.cfg.evaluator))
@@ -158,8 +159,9 @@ class Loop:
         if last_stop is not None and (last_stop.get("met") or Spend.from_events(self.events).exceeded(self.budget)):
             self.log(f"campaign already stopped: {last_stop.get('reason')}")
             return self.outcome(last_stop.get("reason", ""), bool(last_stop.get("met")))
-        info = dict(host_info(), sandbox=self.sandbox.protection, api=self.cfg.base_url or DEFAULT_API,
-                    arm=self.cfg.arm, model=self.cfg.model, budget=self.budget.to_dict())
+        info = dict(host_info(), sandbox=self.sandbox.protection, confined=self.sandbox.confined,
+                    api=self.cfg.base_url or DEFAULT_API, arm=self.cfg.arm, model=self.cfg.model,
+                    budget=self.budget.to_dict())
         if not started:
             self.emit("start", config=self.cfg.to_dict(), system=self.system, tools=[t["name"] for t in TOOLS], **info)
             self.emit("message", role="user", author="harness",
@@ -375,8 +377,13 @@ class Loop:
 
 
 def run_campaign(root, **kw) -> Outcome:
-    """Start or continue the campaign in `root` (see Loop)."""
-    return Loop(root, **kw).run()
+    """Start or continue the campaign in `root` (see Loop). What it prints and any error it raises
+    leave with secrets redacted (an API error may echo the key; a notebook records both)."""
+    from ..redact import redacting, redacting_errors
+    if "log" in kw:
+        kw["log"] = redacting(kw["log"])
+    with redacting_errors():
+        return Loop(root, **kw).run()
 
 
 __all__ = ["Loop", "Outcome", "MissingKey", "CampaignCrash", "make_client", "run_campaign", "rebuild", "Paths",

@@ -45,7 +45,7 @@ class Replay:
     def __call__(self, kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
                  check_only: bool = False, seed: int = 0, timeout_s: float = 300.0, budget_s: float = 0.4,
                  runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
-                 command: str = ""):
+                 command: str = "", confine: bool = False):          # confine: nothing runs, nothing to confine
         root = Path(runs_dir)
         k = store.next_number(root)
         src = self.sources[min(k, len(self.sources) - 1)]

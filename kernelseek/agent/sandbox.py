@@ -1,36 +1,35 @@
 """The agent's shell and file access, confined to the campaign's workspace.
 
-The shell runs what a model wrote. Under bubblewrap (Debian's `bubblewrap`) it gets: the system
-read-only, a private /tmp, only the workspace writable, no network at all (the loop, outside the
-sandbox, is the only thing that talks to the API), its own pid namespace (so no other process's
-environment can be read), the GPU device files bound when they exist, credential files and
-folders of the home directory masked, and an environment rebuilt from a short allow-list: no
-ANTHROPIC_API_KEY or other credential ever reaches it. Without bubblewrap the shell runs
-unconfined with a scrubbed environment; `Sandbox.protection` says which is in force, and the loop
-records it in the trace. read/write/edit resolve paths inside the workspace and refuse the rest.
+The shell runs what a model wrote, so by default it runs under bubblewrap (kernelseek.confine): on an
+empty read-only root holding only the toolchain (/usr, the CUDA toolkit, Python) and the workspace,
+the only thing it may write; a private /tmp; no network (the loop, outside, is the only thing that
+talks to the API); its own pid namespace and /proc (no other process to read or signal); the GPU
+device files when there are any; an environment rebuilt from an allow-list (no API key). The
+repository, other campaigns, this campaign's trace, goal and evaluations, $HOME and /etc/shadow are
+simply not there. Without bubblewrap a Sandbox refuses to start (SandboxError, with the fix); mode
+"none" runs the shell unconfined, and only when asked for by name (`campaign run --unconfined`): the
+loop then says so in the trace and the campaign's summary. read/write/edit resolve paths inside the
+workspace and refuse the rest, in either mode.
 """
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import signal
 import subprocess
 import time
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
-from ..traces import SECRET_NAME
+from .. import confine
+from ..confine import ConfinementUnavailable, gpu_devices
+from ..redact import SECRET_NAME
 
-SAFE_ENV = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TERM", "TZ", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES",
-            "NVIDIA_VISIBLE_DEVICES", "LD_LIBRARY_PATH", "PYTHONPATH", "VIRTUAL_ENV", "CONDA_PREFIX",
-            "PYENV_ROOT", "PYENV_VERSION")
-CREDENTIALS = (".ssh", ".aws", ".azure", ".gnupg", ".config/gcloud", ".config/gh", ".docker", ".kube",
-               ".netrc", ".git-credentials", ".npmrc", ".pypirc", ".anthropic", ".config/anthropic",
-               ".claude", ".claude.json", ".config/git/credentials", ".cache/huggingface/token")
-MODES = ("auto", "bwrap", "none")
+MODES = ("bwrap", "none")
+LEGACY = {"auto": "bwrap"}          # configs written before confinement was required
+UNCONFINED = ("none: UNCONFINED, chosen explicitly (--unconfined): the shell runs as this user with the "
+              "filesystem, other processes and the network open, only its environment scrubbed; "
+              "read/write/edit stay in the workspace")
 
 
 class SandboxError(PermissionError):
@@ -52,17 +51,13 @@ class ShellResult:
 
 def clean_env(environ=None, home: str | None = None) -> dict:
     """The shell's environment: the allow-listed names only, and never a credential-like one."""
-    env = os.environ if environ is None else environ
-    out = {k: env[k] for k in SAFE_ENV if k in env and not SECRET_NAME.search(k)}
-    out.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
-    out.update(HOME=home or "/tmp", TMPDIR="/tmp", PYTHONDONTWRITEBYTECODE="1")
-    return out
+    return confine.clean_env(environ, home=home or "/tmp")
 
 
 @contextmanager
 def scrubbed_environ():
-    """Remove credential-like variables from os.environ for the duration (the evaluator's worker
-    runs model-written code and inherits the environment); restore them after."""
+    """Remove credential-like variables from os.environ for the duration (an unconfined evaluator's
+    worker runs model-written code and inherits the environment); restore them after."""
     saved = {k: os.environ.pop(k) for k in list(os.environ) if SECRET_NAME.search(k)}
     try:
         yield
@@ -78,53 +73,40 @@ def cap(text: str, limit: int) -> tuple[str, bool]:
     return text[:head] + f"\n[... {len(text) - head - tail} characters cut ...]\n" + text[-tail:], True
 
 
-def gpu_devices() -> list[str]:
-    return sorted(glob.glob("/dev/nvidia*"))
-
-
-@lru_cache(maxsize=None)
-def bwrap_usable(bw: str | None = None) -> str | None:
+def bwrap_usable() -> str | None:
     """None when bubblewrap runs here; else why not."""
-    bw = bw or shutil.which("bwrap")
-    if not bw:
-        return "bubblewrap is not installed (Debian: apt-get install bubblewrap)"
-    try:
-        p = subprocess.run([bw, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc", "--unshare-net",
-                            "--unshare-pid", "--die-with-parent", "true"], capture_output=True, text=True, timeout=20)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bubblewrap failed to start ({e})"
-    return None if p.returncode == 0 else f"bubblewrap cannot create namespaces here: {p.stderr.strip()[:200]}"
-
-
-def _homes() -> list[Path]:
-    hs = {Path.home()}
-    if Path("/root").is_dir():
-        hs.add(Path("/root"))
-    return sorted(hs)
+    return confine.unavailable()
 
 
 class Sandbox:
     """Runs shell commands and resolves file paths for one workspace."""
 
-    def __init__(self, workspace, timeout_s: float = 600.0, output_cap: int = 30000, mode: str = "auto",
-                 gpu: bool | None = None):
+    def __init__(self, workspace, timeout_s: float = 600.0, output_cap: int = 30000, mode: str = "bwrap",
+                 gpu: bool | None = None, hide=()):
+        mode = LEGACY.get(mode, mode)
         if mode not in MODES:
-            raise ValueError(f"sandbox mode {mode!r}: one of {', '.join(MODES)}")
+            raise ValueError(f"sandbox mode {mode!r}: one of {', '.join(MODES)} (none only when asked for)")
         self.workspace = Path(workspace).resolve()
         self.workspace.mkdir(parents=True, exist_ok=True)
         self.timeout_s, self.output_cap = timeout_s, output_cap
         self.gpus = gpu_devices() if gpu is not False else []
-        why = bwrap_usable() if mode != "none" else "the campaign chose no sandbox (mode none)"
-        if mode == "bwrap" and why:
-            raise SandboxError(f"sandbox mode bwrap required, but {why}")
-        self.bwrap = shutil.which("bwrap") if why is None else None
-        if self.bwrap:
-            self.protection = ("bubblewrap: system read-only, only the workspace writable, private /tmp, "
-                               "no network, own pid namespace, credentials masked, environment scrubbed"
+        self.hide = [Path(h) for h in hide]
+        self.bwrap = None
+        if mode == "bwrap":
+            try:
+                self.bwrap = confine.require("the agent's shell")
+            except ConfinementUnavailable as e:
+                raise SandboxError(str(e)) from None
+            self.protection = ("bubblewrap: only the toolchain (read-only) and the workspace (writable); no "
+                               "repository, campaigns, home or /etc secrets; private /tmp, no network, own pid "
+                               "namespace and /proc, no capabilities, environment from an allow-list"
                                + (f", GPU devices bound ({len(self.gpus)})" if self.gpus else ", no GPU devices"))
         else:
-            self.protection = (f"none: {why}; the shell runs unconfined as this user (filesystem and network "
-                               "open), with only its environment scrubbed; read/write/edit stay in the workspace")
+            self.protection = UNCONFINED
+
+    @property
+    def confined(self) -> bool:
+        return self.bwrap is not None
 
     # ---- files -------------------------------------------------------------------------------
     def path(self, p: str) -> Path:
@@ -140,26 +122,14 @@ class Sandbox:
         return str(Path(p).resolve().relative_to(self.workspace))
 
     # ---- shell -------------------------------------------------------------------------------
+    def jail(self) -> confine.Jail:
+        ws = str(self.workspace)
+        return confine.Jail(rw=[ws], hide=self.hide, gpu=bool(self.gpus), env=clean_env(home=ws), chdir=ws)
+
     def argv(self, command: str) -> list[str]:
         if not self.bwrap:
             return ["bash", "-c", command]
-        ws = str(self.workspace)
-        a = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev"]
-        for d in self.gpus:
-            a += ["--dev-bind", d, d]
-        a += ["--proc", "/proc", "--tmpfs", "/tmp"]
-        for home in _homes():
-            for c in CREDENTIALS:
-                p = home / c
-                if p.is_dir() and not p.is_symlink():
-                    a += ["--tmpfs", str(p)]
-                elif p.exists():
-                    a += ["--ro-bind", "/dev/null", str(p)]
-        a += ["--bind", ws, ws, "--unshare-net", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
-              "--die-with-parent", "--new-session", "--clearenv"]
-        for k, v in clean_env(home=ws).items():
-            a += ["--setenv", k, v]
-        return a + ["--chdir", ws, "bash", "-c", command]
+        return self.jail().argv(["bash", "-c", command], self.bwrap)
 
     def run(self, command: str, timeout_s: float | None = None) -> ShellResult:
         timeout = self.timeout_s if timeout_s is None else min(timeout_s, self.timeout_s)

@@ -3,9 +3,13 @@
 `TOOLS` are the Messages API tool definitions; `Toolbox.call(name, input, call_id, time_left)` runs
 one and returns (text, is_error, file with the full text or None): the arguments are checked
 against the tool's input_schema first (a bad one is an error result, never an exception), no tool
-runs past the wall-time budget left, and the text is bounded (context.bound_output). Files live in the workspace (sandbox.Sandbox). `evaluate` saves the kernel as
-versions/<sha256>.cu (versions/<sha256>/ for a kernel with local headers or a folder), runs the campaign's evaluator into evals/<n>/, and returns the results table
-and summary with the goal verdict; `restore` puts any evaluated version back.
+runs past the wall-time budget left, and the text is bounded (context.bound_output). Files live in
+the workspace (sandbox.Sandbox). `evaluate` saves the kernel as versions/<sha256>.cu
+(versions/<sha256>/ for a kernel with local headers or a folder), runs the campaign's evaluator into
+evals/<n>/ (confined when the sandbox is: the candidate's build and worker under bubblewrap),
+records the results' digest for the ledger (the loop writes it into the trace's `evaluation`
+event; store judges only evaluations recorded there), and returns the results table and summary
+with the goal verdict; `restore` puts any evaluated version back.
 """
 from __future__ import annotations
 
@@ -17,9 +21,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from .. import ledger
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
-from ..store import is_run, read_meta
+from ..store import is_run, read_meta, results_file
 from .config import Config, Paths
 from .context import bound_output
 from .sandbox import Sandbox, SandboxError, scrubbed_environ
@@ -109,10 +114,12 @@ class EvalRecord:
     check_only: bool
     seconds: float
     verdict: object = None        # goal.Verdict for a full, timed evaluation
+    results_sha256: str = ""      # the ledger's digest of evals/<n>/results.json (kernelseek.ledger)
 
     def event(self, root: Path) -> dict:
         s = R.summarize(self.rows)
         return {"n": self.n, "dir": os.path.relpath(self.dir, root), "kernel_sha256": self.sha,
+                ledger.DIGEST: self.results_sha256,
                 "summary": s, "geomean": s["geomean_speedup"], "filtered": self.filtered,
                 "check_only": self.check_only, "seconds": round(self.seconds, 3),
                 "replayed_from": self.meta.get("replayed_from"),
@@ -211,6 +218,10 @@ class Toolbox:
         from ..scenarios import GridError
         if not self.kernel.exists():
             return f"the kernel {self.cfg.kernel_name} is missing from the workspace"
+        outside = self.outside_workspace()
+        if outside:
+            return (f"evaluation refused: the kernel reaches {outside}, outside the workspace (a link or an "
+                    "#include); nothing was kept or built")
         sha = save_version(self.paths, self.kernel)
         evals = self.paths.evals
         evals.mkdir(exist_ok=True)
@@ -222,7 +233,7 @@ class Toolbox:
                 run, rows, meta = self.evaluator(
                     str(self.kernel), self.cfg.grid, self.cfg.baseline, filt, check_only, self.cfg.seed,
                     self._limit(self.cfg.eval_timeout_s), self.cfg.eval_budget_s, runs_dir=str(evals), progress=False,
-                    command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
+                    confine=self.sb.confined, command=f"kernelseek eval {self.cfg.kernel_name} --grid {self.cfg.grid} "
                             f"--baseline {self.cfg.baseline}" + (f" --scenarios {filt}" if filt else ""))
         except (GridError, FileNotFoundError, ValueError) as e:
             return f"evaluation could not run: {e}"
@@ -231,12 +242,28 @@ class Toolbox:
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
         rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
-                         time.monotonic() - t0, verdict)
+                         time.monotonic() - t0, verdict, ledger.digest(results_file(dest)))
         self.last_eval = rec
         return rec
 
+    def outside_workspace(self) -> str | None:
+        """The first file of the kernel (the entry, through links, and what it includes) that lies
+        outside the workspace, or None. This process is not confined: it must not copy into versions/
+        (or hash, or build) a file the agent named by a link, such as /proc/<loop>/environ."""
+        from ..kernel_source import closure, entry_file
+        try:
+            for f in [self.kernel.resolve(), *closure(entry_file(self.kernel))]:
+                try:
+                    self.sb.path(str(f))
+                except SandboxError:
+                    return str(f)
+        except (OSError, ValueError) as e:
+            return f"an unreadable file ({e})"
+        return None
+
     def verdict(self):
-        """The goal verdict on the latest full evaluation (stale if the kernel changed since)."""
+        """The goal verdict on the latest full evaluation the loop recorded in the ledger (stale if the
+        kernel changed since): Paths.eval_dirs() lists only those (store, kernelseek.ledger)."""
         for d in reversed(self.paths.eval_dirs()):
             meta = read_meta(d)
             if not meta.get("check_only") and meta.get("scenarios_filter") == self.cfg.scenarios:

@@ -4,6 +4,15 @@ from __future__ import annotations
 
 from .base import Baseline, Bound
 
+PREBUILT_ENV = "KSEEK_PREBUILT"     # JSON {FILE.cu: built .so} for a confined worker, which runs no nvcc
+
+
+def original_paths(spec: str) -> list[str]:
+    """The kernel files a baseline spec names (original:FILE.cu or FILE.cu entries)."""
+    names = [] if spec in ("best", "all") else spec.split(",")
+    return [n.split(":", 1)[1] if n.startswith("original:") else n for n in names
+            if n.startswith("original:") or n.endswith(".cu")]
+
 
 class Original(Baseline):
     """Another kernel file through the ABI (e.g. the campaign's starting kernel)."""
@@ -15,7 +24,14 @@ class Original(Baseline):
 
     def _load(self):
         if self._lib is None:
+            import json
+            import os
+
             from .. import abi, build
+            prebuilt = json.loads(os.environ.get(PREBUILT_ENV) or "{}").get(self.path)
+            if prebuilt:                     # a confined worker: built by the parent (evaluate.py)
+                self._lib = abi.load(prebuilt)
+                return self._lib
             res = build.build(self.path)
             if not res.ok:
                 raise RuntimeError(f"baseline {self.path} failed to build:\n{res.log[-2000:]}")

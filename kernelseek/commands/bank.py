@@ -1,4 +1,5 @@
-"""`kernelseek bank lint | list | ask`: check the question bank, list its entries, pick a question.
+"""`kernelseek bank lint | list | ask | eval`: check the question bank, list its entries, pick a
+question, score the bank questioner on the questioner benchmark (data/questioner_bench).
 
 lint exits 1 when the bank has errors (each `file:line: error: ...`); a path that does not exist, a
 bank that does not load (list, ask) or a bad results folder (ask) is one line, exit 2.
@@ -34,6 +35,11 @@ def register(subparsers) -> None:
     ap.add_argument("--arch", choices=BK.ARCHS)
     ap.add_argument("--seed", type=int, default=0)
     ap.set_defaults(func=_ask)
+    ep = bs.add_parser("eval", help="score triggers + selection on the questioner benchmark")
+    ep.add_argument("bench", nargs="*", help="benchmark files or directories (default: data/questioner_bench)")
+    ep.add_argument("--bank", nargs="*", default=None, help="bank files or directories (default: bank/)")
+    ep.add_argument("--json", action="store_true", help="the summaries as JSON instead of the table")
+    ep.set_defaults(func=_eval)
     needs_subcommand(p, bs)
 
 
@@ -79,4 +85,20 @@ def _ask(args) -> int:
         print(f"no question left for moment {args.moment} (try --allow-repeat)")
         return 1
     print(f"[{q.id} | {q.group} | {q.layer}] {q.text}\n  check: {q.check}")
+    return 0
+
+
+def _eval(args) -> int:
+    from .. import bank_eval
+    for p in args.bench + (args.bank or []):
+        existing(p, "benchmark or bank file or directory")
+    with user_input():
+        sits = bank_eval.load_bench(args.bench or None)
+        entries = BK.load(args.bank or None)
+    result = bank_eval.evaluate(sits, entries)
+    if args.json:
+        import json
+        print(json.dumps({k: result[k] for k in ("tuning", "held_back", "all")}, indent=1))
+    else:
+        print(bank_eval.report(result))
     return 0

@@ -25,7 +25,9 @@ def _config_args(p) -> None:
     p.add_argument("--thinking", type=int, default=0, help="extended-thinking budget per call (0: off)")
     p.add_argument("--evaluator", default="harness", help="harness | replay:DIR[,DIR...]")
     p.add_argument("--base-url", help="the Messages API (default: the client's)")
-    p.add_argument("--sandbox", default="auto", choices=("auto", "bwrap", "none"))
+    p.add_argument("--unconfined", action="store_true",
+                   help="run the agent's shell and the candidates WITHOUT bubblewrap (recorded in the trace and "
+                        "the summary); the default needs bubblewrap and refuses to start without it")
     p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
     p.add_argument("--campaigns-dir", default="campaigns")
     _budget_args(p)
@@ -42,7 +44,8 @@ def _budget_args(p, defaults: bool = True) -> None:
 def _config(a, arm: str = "bare", replicate: int = 0) -> C.Config:
     return C.Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
                     arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
-                    evaluator=a.evaluator, base_url=a.base_url, sandbox=a.sandbox, docs=a.docs, replicate=replicate,
+                    evaluator=a.evaluator, base_url=a.base_url, sandbox="none" if a.unconfined else "bwrap",
+                    docs=a.docs, replicate=replicate,
                     budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
 
 
@@ -96,6 +99,12 @@ def _check_config(a) -> None:
     from ..goal import load_goal
     from ..scenarios import load_grid, select
     existing(a.kernel, "kernel file or folder")
+    if not a.unconfined:
+        from ..confine import unavailable
+        why = unavailable()
+        if why:                            # no silent fallback: say how to proceed
+            raise UserError(f"a campaign runs confined and needs bubblewrap, but {why}. To run it unconfined "
+                            "instead, say so: --unconfined (recorded in the trace and the summary)")
     if a.goal:
         existing(a.goal, "goal file")
         with user_input(a.goal):
@@ -119,12 +128,18 @@ def _cmd_run(a) -> int:
     try:
         root = C.run(_config(a, a.arm, a.replicate), a.campaigns_dir, a.id, gpu=a.gpu)
     except PapermillExecutionError as e:
-        print(f"kernelseek campaign: the notebook failed: {e.ename}: {e.evalue}", file=sys.stderr)
+        print(_redacted(f"kernelseek campaign: the notebook failed: {e.ename}: {e.evalue}"), file=sys.stderr)
         return 1
-    except (OSError, ValueError) as e:
-        raise UserError(describe_error(e)) from None
+    except (OSError, ValueError, RuntimeError) as e:
+        raise UserError(_redacted(describe_error(e))) from None
     print(json.dumps(C.outcome(root), indent=1))
     return 0 if C.outcome(root)["met"] else 1
+
+
+def _redacted(text: str) -> str:
+    """An error line with secrets redacted (an API error may echo the key)."""
+    from ..redact import Redactor
+    return Redactor.from_env().text(text)
 
 
 def _cmd_matrix(a) -> int:
@@ -141,7 +156,7 @@ def _cmd_matrix(a) -> int:
 
 
 def _cmd_resume(a) -> int:
-    from ..agent import Loop
+    from ..agent import run_campaign
     from ..agent.loop import CampaignCrash, MissingKey
     _campaign_dir(a.run)
     _check_budget(a)
@@ -150,9 +165,9 @@ def _cmd_resume(a) -> int:
         b = dict(cfg.budget)
         b.update({k: v for k, v in (("steps", a.steps), ("tokens", a.tokens), ("dollars", a.dollars),
                                     ("wall_s", a.wall_s)) if v is not None})
-        out = Loop(a.run, budget=b).run()
-    except (MissingKey, CampaignCrash, OSError, ValueError) as e:
-        raise UserError(describe_error(e)) from None
+        out = run_campaign(a.run, budget=b)
+    except (MissingKey, CampaignCrash, OSError, ValueError, RuntimeError) as e:
+        raise UserError(_redacted(describe_error(e))) from None
     print(out.line())
     return 0 if out.met else 1
 

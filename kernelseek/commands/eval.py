@@ -35,6 +35,8 @@ def register(subparsers) -> None:
                    help="time the old way (fixed input sets, no verification, no run-time code check): "
                         "only to measure what the defence costs; such rows never meet a goal")
     p.add_argument("--graph", action="store_true", help="also time the candidate's CUDA-graph replay (graph_ms)")
+    p.add_argument("--confine", action="store_true",
+                   help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
     p.set_defaults(func=run)
 
 
@@ -44,12 +46,15 @@ def run(args) -> int:
         E.check_inputs(args.kernel, args.grid, args.baseline, args.scenarios, args.timeout, args.budget, args.arch,
                        defines)
     problem = E.machine_problem()
+    if not problem and args.confine:
+        from ..confine import unavailable
+        problem = unavailable()            # --confine without bubblewrap: no silent fallback
     if problem:
         raise UserError(problem)
     run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                      args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
                                      progress=not args.no_progress, defines=defines,
-                                     defence=not args.no_defence, graph=args.graph)
+                                     defence=not args.no_defence, graph=args.graph, confine=args.confine)
     if args.json:
         print(Run(run_dir).results_file.read_text())
     else:

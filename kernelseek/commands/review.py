@@ -1,9 +1,16 @@
 """`kernelseek review RUN --scenario NAME --note TEXT`: review a flagged row, so the goal can count it
-(`--list` shows a run's flagged rows and their reviews)."""
+(`--list` shows a run's flagged rows and their reviews).
+
+A flagged row (a speedup above 1.6x over the best baseline) is not met until a review covers it:
+same kernel, same scenario, speedup not grown by more than 10% (kernelseek/review.py). A run that
+cannot be read, a row that is not there or not flagged, an empty note or a damaged reviews file
+is one line naming it, exit 2.
+"""
 from __future__ import annotations
 
-from . import about, fail
+from . import about, user_input
 from .. import review as RV
+from ..results import load
 
 
 def register(subparsers) -> None:
@@ -16,20 +23,18 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    from ..results import load
-    try:
-        if args.list or not args.scenario:
+    if args.list or not args.scenario:
+        with user_input(args.run_dir):
             rows, meta = load(args.run_dir)
             revs = RV.load_reviews(RV.reviews_path(args.run_dir))
-            for r in rows:
-                if r.suspicious:
-                    rev = RV.covering(revs, meta.get("kernel_sha256"), r)
-                    print(f"{r.scenario}: {r.suspicious_reason}: "
-                          + (f"reviewed ({rev.time_utc}): {rev.note}" if rev else "NOT reviewed"))
-            return 0
+        for r in rows:
+            if r.suspicious:
+                rev = RV.covering(revs, meta.get("kernel_sha256"), r)
+                print(f"{r.scenario}: {r.suspicious_reason}: "
+                      + (f"reviewed ({rev.time_utc}): {rev.note}" if rev else "NOT reviewed"))
+        return 0
+    with user_input():
         rev = RV.add_review(args.run_dir, args.scenario, args.note)
-    except (OSError, ValueError) as e:
-        return fail("review", e)
     print(f"{RV.reviews_path(args.run_dir)}: reviewed {rev.scenario} at {rev.speedup:.3f}x "
           f"(covers up to {rev.speedup * (1 + RV.REVIEW_BAND):.3f}x while kernel {rev.kernel_sha256[:12]} is unchanged)")
     return 0

@@ -3,6 +3,7 @@ copy of the recorded campaign fixture; headless Chromium (Debian's /usr/bin/chro
 Playwright filters the bank, clicks Ask, types a question, and watches a new evaluation land.
 Requests to any host but 127.0.0.1 are aborted. The screenshot goes to tests/browser/artifacts/
 (git-ignored). Skips only when chromium is not installed; see tests/browser/README.md."""
+import json
 import shutil
 import subprocess
 import sys
@@ -12,7 +13,7 @@ import pytest
 from ks_browser import free_port, inbox_lines, screenshot, server_env, stop, wait_http
 from playwright.sync_api import expect
 
-from kernelseek import bank
+from kernelseek import bank, ledger
 
 
 @pytest.fixture
@@ -61,8 +62,12 @@ def test_console_in_chromium(served, chromium_page, tmp_path):
     lines = inbox_lines(camp, 2)
     assert lines[1]["text"] == "Does the baseline win in cycles, or only in wall-clock time?"
 
-    # an evaluation lands: the console picks it up by itself (auto_refresh 1 s)
+    # an evaluation lands (written by the loop, recorded in its ledger): the console picks it up by
+    # itself (auto_refresh 1 s); a results folder without a ledger entry would not count
     shutil.copytree(camp / "evals" / "1", camp / "evals" / "3")
+    with open(camp / "trace.jsonl", "a") as f:
+        f.write(json.dumps({"type": "evaluation", "n": 3, "dir": "evals/3",
+                            "results_sha256": ledger.digest(camp / "evals" / "3" / "results.json")}) + "\n")
     expect(page.locator(".ks-header")).to_contain_text("4 evaluation(s)", timeout=30_000)
 
     assert screenshot(page, "console.png", tmp_path).stat().st_size > 50_000

@@ -29,3 +29,25 @@ def test_campaign_notebook_records_a_campaign(tmp_path, monkeypatch):
     assert events(root, "start")[0]["config"]["arm"] == "bank"
     assert KEY not in (root / "trace.jsonl").read_text()
     assert KEY not in (root / "notebooks" / "campaign.ipynb").read_text()
+
+
+def test_an_api_error_echoing_the_key_never_reaches_the_executed_notebook(tmp_path, monkeypatch):
+    """The key is redacted inside the notebook's kernel, before papermill writes any output: the raw
+    executed copy (not passed through campaign.run's final scrub) holds it in no form."""
+    import base64
+
+    import papermill as pm
+    from kernelseek.agent import create
+    monkeypatch.setenv("ANTHROPIC_API_KEY", KEY)
+    echo = {"status": 400, "error": "invalid x-api-key {key} / " + base64.b64encode(KEY.encode()).decode()}
+    with FakeAPI([echo, echo], key=KEY) as api:
+        cfg = config(api.base_url).absolute()
+        root = create(cfg, tmp_path / "c").root
+        out = tmp_path / "executed.ipynb"
+        with pytest.raises(pm.PapermillExecutionError) as err:
+            pm.execute_notebook(str(campaign.NOTEBOOK), str(out), parameters=campaign.parameters(cfg, root),
+                                progress_bar=False, cwd=str(campaign.REPO))
+    raw = out.read_text()
+    assert "CampaignCrash" in raw and "[redacted:ANTHROPIC_API_KEY]" in raw
+    assert KEY not in raw and base64.b64encode(KEY.encode()).decode()[4:-4] not in raw
+    assert KEY not in err.value.evalue and KEY not in (root / "trace.jsonl").read_text()

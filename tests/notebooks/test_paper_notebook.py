@@ -96,3 +96,6 @@ def test_paper_notebook_without_traces(tmp_path):
     rec = run_paper_nb(tmp_path)
     assert rec["recompute"] == {"available": False, "reason": "no trace given", "traces": [], "values": {}}
     assert "side_by_side" not in rec
+    qb = rec["questioner_bench"]                     # issue 30: the bank questioner's table
+    assert qb["all"]["situations"] == qb["tuning"]["situations"] + qb["held_back"]["situations"] >= 16
+    assert 0.0 <= qb["held_back"]["top3"] <= 1.0 and "random_top1" in qb["tuning"]

@@ -12,6 +12,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <vector>
 
 // ---- harness ------------------------------------------------------------------------------------
 static int g_fail = 0, g_pass = 0;
@@ -74,6 +75,35 @@ static void print_variant() {
          (int)fa3::build::kForceFallback);
   fflush(stdout);
 }
+
+// ---- sequences of a prefill case ----------------------------------------------------------------
+// The per-sequence lengths of a case of B sequences: dense = sq / sk each; varlen = sq / sk for even
+// b, shorter for odd b; seqused_k ends a sequence's keys early and leftpad_k skips a prefix of them
+// (deterministic offsets), so key j' (after leftpad) is stored at row krow(b, lpad[b] + j'). Rows are
+// packed (varlen: cu_seqlens cuq / cuk) or [B, S] (dense).
+struct Seqs {
+  std::vector<int> qlen, klen, cuq, cuk, kend, lpad;
+  int Sq, Sk;              // the call's seqlen_q / seqlen_k (varlen: the longest)
+  int64_t rows_q, rows_k;  // stored rows of q and of k/v
+  bool varlen;
+  Seqs(int B, int sq, int sk, bool varlen_, bool seqused, bool leftpad)
+      : qlen(B), klen(B), cuq(B + 1, 0), cuk(B + 1, 0), kend(B), lpad(B), varlen(varlen_) {
+    for (int b = 0; b < B; ++b) {
+      qlen[b] = (!varlen || b % 2 == 0) ? sq : std::max(1, sq / 3 + 5 * b);
+      klen[b] = (!varlen || b % 2 == 0) ? sk : std::max(1, sk / 2 + 7 * b);
+      cuq[b + 1] = cuq[b] + qlen[b];
+      cuk[b + 1] = cuk[b] + klen[b];
+      kend[b] = seqused ? klen[b] - (17 + 13 * b) % (klen[b] / 2 + 1) : klen[b];
+      lpad[b] = leftpad ? (5 + 29 * b) % (kend[b] / 2 + 1) : 0;
+    }
+    Sq = varlen ? *std::max_element(qlen.begin(), qlen.end()) : sq;
+    Sk = varlen ? *std::max_element(klen.begin(), klen.end()) : sk;
+    rows_q = varlen ? cuq[B] : (int64_t)B * Sq;
+    rows_k = varlen ? cuk[B] : (int64_t)B * Sk;
+  }
+  int64_t qrow(int b, int i) const { return varlen ? cuq[b] + i : (int64_t)b * Sq + i; }
+  int64_t krow(int b, int j) const { return varlen ? cuk[b] + j : (int64_t)b * Sk + j; }
+};
 
 // ---- CPU reference (kseek.h semantics, double precision) ---------------------------------------
 // The keys query row i of a sequence sees, as positions after leftpad (key j' is stored at

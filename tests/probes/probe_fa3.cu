@@ -560,21 +560,12 @@ template <> __half fromf<__half>(float x) { return __float2half(x); }
 template <typename T>
 static bool run_cfg(const Cfg& c, std::mt19937& rng, bool quiet = false) {
   const int B = c.B, Hq = c.Hq, Hkv = c.Hkv, D = c.D, Dv = c.Dv;
-  // per-sequence lengths: dense = Sq / Sk; varlen = Sq / Sk for even b, shorter for odd b
-  std::vector<int> qlen(B), klen(B), cuq(B + 1, 0), cuk(B + 1, 0), kend(B), lpad(B);
-  for (int b = 0; b < B; ++b) {
-    qlen[b] = (!c.varlen || b % 2 == 0) ? c.Sq : std::max(1, c.Sq / 3 + 5 * b);
-    klen[b] = (!c.varlen || b % 2 == 0) ? c.Sk : std::max(1, c.Sk / 2 + 7 * b);
-    cuq[b + 1] = cuq[b] + qlen[b];
-    cuk[b + 1] = cuk[b] + klen[b];
-    kend[b] = c.seqused ? klen[b] - (17 + 13 * b) % (klen[b] / 2 + 1) : klen[b];
-    lpad[b] = c.leftpad ? (5 + 29 * b) % (kend[b] / 2 + 1) : 0;
-  }
-  const int Sq = c.varlen ? *std::max_element(qlen.begin(), qlen.end()) : c.Sq;
-  const int Sk = c.varlen ? *std::max_element(klen.begin(), klen.end()) : c.Sk;
-  const int64_t rows_q = c.varlen ? cuq[B] : (int64_t)B * Sq, rows_k = c.varlen ? cuk[B] : (int64_t)B * Sk;
-  auto qrow = [&](int b, int i) -> int64_t { return c.varlen ? cuq[b] + i : (int64_t)b * Sq + i; };
-  auto krow = [&](int b, int j) -> int64_t { return c.varlen ? cuk[b] + j : (int64_t)b * Sk + j; };
+  const Seqs sl(B, c.Sq, c.Sk, c.varlen, c.seqused, c.leftpad);  // probe_common.cuh
+  const std::vector<int>&qlen = sl.qlen, &klen = sl.klen, &cuq = sl.cuq, &cuk = sl.cuk, &kend = sl.kend, &lpad = sl.lpad;
+  const int Sq = sl.Sq, Sk = sl.Sk;
+  const int64_t rows_q = sl.rows_q, rows_k = sl.rows_k;
+  auto qrow = [&](int b, int i) { return sl.qrow(b, i); };
+  auto krow = [&](int b, int j) { return sl.krow(b, j); };
 
   const size_t nq = (size_t)rows_q * Hq * D, nk = (size_t)rows_k * Hkv * D, nv = (size_t)rows_k * Hkv * Dv,
                no = (size_t)rows_q * Hq * Dv, nl = (size_t)rows_q * Hq;

@@ -13,6 +13,7 @@ from kernelseek.agent import Config, create
 from kernelseek.agent.sandbox import Sandbox
 from kernelseek.agent.tools import Toolbox, restore, save_version, version_path
 from kernelseek.agent.replay import Replay
+from kernelseek.traces import TraceWriter
 
 REPO = Path(__file__).resolve().parents[2]
 FIX = REPO / "tests" / "fixtures" / "kernel_folders"
@@ -86,6 +87,7 @@ def test_an_evaluation_of_a_folder_kernel_keeps_it_and_judges_it(tmp_path):
     assert rec.sha == ks.kernel_hash(p.workspace / "twofile") == rec.meta["kernel_sha256"]
     assert f"kept as versions/{rec.sha}/twofile" in text
     assert "goal: not met: geomean 0.416x" in text and "stale" not in text
+    TraceWriter(p.trace).write("evaluation", **rec.event(p.root))   # the loop's ledger entry (Loop.run_tool)
     (p.workspace / "twofile" / "scale.cuh").write_text("#pragma once\n#define TWOFILE_SCALE 9.0f\n")
     assert tb.verdict().shortfall().startswith(f"stale: {p.workspace / 'twofile'} changed since it was evaluated")
 

@@ -13,6 +13,7 @@ import pytest
 import torch
 
 from kernelseek import defence as D
+from kernelseek import fresh
 from kernelseek.check import check_output
 from kernelseek.inputs import alloc_outputs, make_inputs
 from kernelseek.reference import attention_ref
@@ -83,7 +84,7 @@ def run(memo=None, batches=6, k=3):
 def test_an_honest_kernel_passes_and_the_cost_is_counted():
     d, kern, _ = run()
     assert d.failures == []
-    assert kern.computed == 3 + 6 * 3 + 1 + 3           # warm-up, timed calls, in place, three traps
+    assert kern.computed == 3 + 6 * 3 + 1 + len(fresh.TRAPS)   # warm-up, timed calls, in place, traps
     assert d.cost["defence_refresh"] > 0 and d.cost["defence_verify"] > 0 and d.cost["defence_traps"] > 0
 
 
@@ -103,7 +104,7 @@ def test_a_content_memoizer_computes_every_timed_call_and_a_trap_catches_it():
 def test_a_memoizer_on_every_byte_is_correct_and_never_hits_in_timing():
     d, kern, _ = run("all_bytes")
     assert d.failures == []
-    assert kern.computed == 3 + 6 * 3 + 1 + 3           # no timed call, no trap ever repeated content
+    assert kern.computed == 3 + 6 * 3 + 1 + len(fresh.TRAPS)   # no timed call or trap repeated content
 
 
 def test_with_the_defence_off_only_the_in_place_check_runs():

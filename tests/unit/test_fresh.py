@@ -36,17 +36,20 @@ def _clone(inp):
 
 
 @pytest.mark.parametrize("s", SCENARIOS, ids=[s.name for s in SCENARIOS])
-@pytest.mark.parametrize("trap", [fresh.trap_q_row, fresh.trap_k_row], ids=["q", "k"])
+@pytest.mark.parametrize("trap", [fresh.trap_q_row, fresh.trap_k_row, fresh.trap_q_element, fresh.trap_k_element],
+                         ids=["q", "k", "q_element", "k_element"])
 def test_a_trap_changes_one_row_and_a_stored_answer_fails_the_check(s, trap):
     inp = make_inputs(s, seed=3)
     before = attention_ref(s, inp, "lowp")                     # what a kernel answered before
     for attempt in range(4):                                   # random rows: every draw must work
         new = _clone(inp)
         where = trap(s, new, random.Random(attempt))
-        name = "q" if trap is fresh.trap_q_row else "k"
+        name = "q" if trap in (fresh.trap_q_row, fresh.trap_q_element) else "k"
         changed = (getattr(new, name).float() != getattr(inp, name).float())
         rows = changed.reshape(-1, changed.shape[-1]).any(dim=1).sum().item()
         assert rows == 1, (where, rows)
+        if trap in (fresh.trap_q_element, fresh.trap_k_element):
+            assert changed.sum().item() <= (4 if s.dtype == "fp8" else 1), where   # elements, not a row
         others = [n for n in ("q", "k", "v") if n != name]
         assert all(torch.equal(getattr(new, n), getattr(inp, n)) for n in others)
         r32, rlp = attention_ref(s, new, "fp32"), attention_ref(s, new, "lowp")

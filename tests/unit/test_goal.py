@@ -97,11 +97,16 @@ def test_staleness_rules(tmp_path):
     assert staleness(meta, kernel=k) is None
 
 
-def test_find_results_campaign_uses_latest(tmp_path):
+def test_find_results_campaign_uses_latest_in_its_ledger(tmp_path):
     assert find_results(RUNS / "campaign") == RUNS / "campaign" / "evals" / "2" / "results.json"
-    (tmp_path / "evals" / "10").mkdir(parents=True)          # an evaluation still running
-    shutil.copytree(RUNS / "campaign" / "evals" / "0", tmp_path / "evals" / "9")
-    assert find_results(tmp_path) == tmp_path / "evals" / "9" / "results.json"
+    camp = tmp_path / "camp"
+    shutil.copytree(RUNS / "campaign", camp)
+    (camp / "evals" / "10").mkdir()                            # an evaluation still running
+    shutil.copytree(RUNS / "met", camp / "evals" / "9")        # appeared in the folder: no ledger entry
+    assert find_results(camp) == camp / "evals" / "2" / "results.json"
+    shutil.copytree(RUNS / "campaign" / "evals", tmp_path / "bare" / "evals")
+    with pytest.raises(FileNotFoundError, match="no trace.jsonl, so no ledger"):
+        find_results(tmp_path / "bare")                        # runs without a trace are not judged
     with pytest.raises(FileNotFoundError):
         find_results(tmp_path / "nothing")
 

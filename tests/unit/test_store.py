@@ -76,18 +76,30 @@ def test_list_runs(tmp_path):
     assert store.list_runs(tmp_path / "nowhere") == []
 
 
+def _record(c: store.Campaign, n: int) -> None:
+    """The loop's ledger entry for evals/<n> (kernelseek.ledger), as Loop.run_tool writes it."""
+    from kernelseek import ledger
+    with open(c.trace, "a") as f:
+        f.write(json.dumps({"type": "evaluation", "n": n, "dir": f"evals/{n}",
+                            "results_sha256": ledger.digest(c.evals / str(n) / "results.json")}) + "\n")
+
+
 def test_campaign_evaluations_one_rule(tmp_path):
-    """Numbered folders with a results.json, in numeric order: 10 after 9, a running one and a
-    stray named folder left out; the same list for every caller."""
+    """Numbered folders with a results.json that the loop recorded in its ledger, in numeric order:
+    10 after 9; a running one, a stray named folder and an unrecorded one left out; the same list
+    for every caller."""
     c = store.Campaign(tmp_path)
     for n in (0, 2, 9, 10):
         _run(c.evals, str(n), rows=({"scenario": f"s{n}"},))
+        _record(c, n)
     (c.evals / "11").mkdir()                                      # still running: no results yet
     _run(c.evals, "copy-of-2")                                    # not the loop's: no number
+    _run(c.evals, "12")                                           # appeared: no ledger entry
     want = [c.evals / n for n in ("0", "2", "9", "10")]
-    assert c.eval_dirs() == want == store.campaign_evals(tmp_path) == store.numbered_runs(c.evals)
+    assert c.eval_dirs() == want == store.campaign_evals(tmp_path)
+    assert store.numbered_runs(c.evals) == want + [c.evals / "12"]
     assert [r.rows[0]["scenario"] for r in c.evaluations()] == ["s0", "s2", "s9", "s10"]
-    assert c.latest_eval() == c.evals / "10" and c.next_eval_number() == 5   # 0 2 9 10 11 counted
+    assert c.latest_eval() == c.evals / "10" and c.next_eval_number() == 13   # past 12
     assert store.find_results(tmp_path) == c.evals / "10" / "results.json"
     from kernelseek import goal, triage, triggers
     assert goal.find_results(tmp_path) == store.find_results(tmp_path)
@@ -100,7 +112,7 @@ def test_empty_and_missing_campaigns(tmp_path):
     c = store.Campaign(tmp_path / "camp")
     assert c.eval_dirs() == [] and c.latest_eval() is None and c.next_eval_number() == 0
     c.evals.mkdir(parents=True)
-    with pytest.raises(FileNotFoundError, match="no evaluation with a results.json yet"):
+    with pytest.raises(FileNotFoundError, match="no evaluation the loop recorded"):
         store.find_results(c.root)
     with pytest.raises(FileNotFoundError, match="no such run or campaign directory"):
         store.find_results(tmp_path / "nothing")

@@ -1,10 +1,11 @@
 """Gap triage: deficit shares (hand-computed), groups, failures first, compare, timeline, CLI."""
+import json
 import math
 from pathlib import Path
 
 import pytest
 
-from kernelseek import results, triage
+from kernelseek import ledger, results, triage
 from kernelseek.cli import main
 from kernelseek.results import Row
 
@@ -129,7 +130,10 @@ def test_timeline_from_run_dirs_and_pairs(tmp_path, rows):
     assert tl.loc[0, "worst_scenario"] == "A" and tl.loc[0, "worst_speedup"] == 0.5
     assert tl.loc[1, "geomean"] == pytest.approx(math.sqrt(0.9 * 1.2))
     assert tl.loc[2, "worst_speedup"] == 0.25
-    assert triage.campaign_evals(tmp_path) == [d2]
+    assert triage.campaign_evals(tmp_path) == []          # no trace, no ledger: not a campaign's evaluation
+    (tmp_path / "trace.jsonl").write_text(json.dumps({"type": "evaluation", "n": 2, "dir": "evals/2",
+                                                      "results_sha256": ledger.digest(d2 / "results.json")}) + "\n")
+    assert triage.campaign_evals(tmp_path) == [d2]        # recorded by the loop (kernelseek.ledger)
 
 
 def test_cli_triage(tmp_path, rows, capsys):
