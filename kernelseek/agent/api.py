@@ -177,7 +177,8 @@ class Caller:
                 m = TOO_LONG.search(msg)
                 if m or status == 413:
                     self.emit("error", where="api", kind="prompt_too_long", status=status, message=why, step=step)
-                    raise PromptTooLong(why, int(m.group(1)) if m else None, int(m.group(2)) if m else None, status)
+                    raise PromptTooLong(why, int(m.group(1)) if m else None, int(m.group(2)) if m else None,
+                                        status) from None
                 if status not in RETRY_STATUS:
                     self.emit("error", where="api", kind="request_error", status=status, message=why, step=step)
                     raise ApiFailure(why, status) from None

@@ -199,13 +199,13 @@ class Loop:
                 reply = self.caller.create(self.with_timeout(kw), step, self.wall_left)
             except PromptTooLong as e:
                 if retried_long or not self.compact(f"the API refused the request: {e}", e.tokens, e.limit):
-                    raise self.crash(e) from None
+                    raise self.crash(e) from e
                 retried_long = True
                 continue
             except ApiFailure as e:
                 if e.out_of_time or Spend.from_events(self.events).exceeded(self.budget):
                     return self.stop_budget(f"budget: wall time ran out while the API was failing ({e})")
-                raise self.crash(e) from None
+                raise self.crash(e) from e
             retried_long = False
             out = self.handle(reply, nbytes)
             if out is not None:
