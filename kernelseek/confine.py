@@ -43,8 +43,12 @@ class ConfinementUnavailable(RuntimeError):
 
 
 def find_bwrap() -> str | None:
-    """The bwrap binary: $KSEEK_BWRAP, PATH, or tools/bin/bwrap of the checkout."""
-    for c in (os.environ.get(ENV_BWRAP), shutil.which("bwrap"), str(REPO / "tools" / "bin" / "bwrap")):
+    """The bwrap binary: $KSEEK_BWRAP when set (then only it: a named binary that is missing means
+    none), else PATH, else tools/bin/bwrap of the checkout (carried to the GPU machine)."""
+    if os.environ.get(ENV_BWRAP):
+        c = os.environ[ENV_BWRAP]
+        return c if os.path.isfile(c) and os.access(c, os.X_OK) else None
+    for c in (shutil.which("bwrap"), str(REPO / "tools" / "bin" / "bwrap")):
         if c and os.path.isfile(c) and os.access(c, os.X_OK):
             return c
     return None
