@@ -29,6 +29,9 @@ def _config_args(p) -> None:
                    help="run the agent's shell and the candidates WITHOUT bubblewrap (recorded in the trace and "
                         "the summary); the default needs bubblewrap and refuses to start without it")
     p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
+    p.add_argument("--plateau-evals", type=int, default=C.Config.plateau_evals,
+                   help="bank arm: evaluations without a gain before the plateau moment")
+    p.add_argument("--note", help="a line recorded in the trace at the start (e.g. that the model is a script)")
     p.add_argument("--campaigns-dir", default="campaigns")
     _budget_args(p)
 
@@ -45,7 +48,7 @@ def _config(a, arm: str = "bare", replicate: int = 0) -> C.Config:
     return C.Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
                     arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
                     evaluator=a.evaluator, base_url=a.base_url, sandbox="none" if a.unconfined else "bwrap",
-                    docs=a.docs, replicate=replicate,
+                    docs=a.docs, replicate=replicate, plateau_evals=a.plateau_evals, note=a.note,
                     budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
 
 
@@ -113,6 +116,8 @@ def _check_config(a) -> None:
         with user_input(a.grid):
             select(load_grid(a.grid), a.scenarios)
     _check_budget(a)
+    if a.plateau_evals < 1:
+        raise UserError(f"--plateau-evals {a.plateau_evals}: expected at least 1")
 
 
 def _check_budget(a) -> None:
