@@ -168,3 +168,21 @@ def test_every_kernel_version_builds_with_nvcc(tmp_path):
             continue                     # v2 with another tag
         br = build(k, arch="sm_90a")
         assert br.ok, br.log[-2000:]
+
+
+def test_a_scripted_trace_confirms_no_bank_question(tmp_path, server):
+    from kernelseek.bank_lint import lint
+    root, events, _, _ = run_campaign(tmp_path, server, steps=3)
+    q = next(e for e in events if e["type"] == "question")
+    bank = tmp_path / "bank.yaml"
+    bank.write_text(f"""group: challenge a limit
+entries:
+- id: sc-1
+  text: "Is this ceiling a property of the hardware, or of the way the kernel is built?"
+  moments: [limit_claim]
+  layer: kernel
+  check: "kernelseek bounds"
+  provenance: {{kind: confirmed, trace: {root / 'trace.jsonl'}, event: {q['id']}}}
+""")
+    msgs = " | ".join(i.message for i in lint([REPO / "tests" / "fixtures" / "bank" / "good", bank]))
+    assert "scripted-model run" in msgs and "confirms nothing" in msgs
