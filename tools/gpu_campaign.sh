@@ -23,10 +23,11 @@ BASELINE=${BASELINE:-cudnn}          # one baseline keeps each evaluation short;
 WALL=${WALL_S:-400}                  # the campaign's wall-time budget (the call's limit is 600 s)
 MODEL=scripted-e2e-1
 NOTE="the model is tools/scripted_model.py: a script served on 127.0.0.1 through the fake Messages API, not a language model; its kernels are tools/scripted_kernels.py"
-exec > >(tee -a "$OUT/gpu_campaign.log") 2>&1
 declare -a PARTS=()
 part() { PARTS+=("$(printf '%-22s %s' "$1" "$2")"); echo "=== $1: $2 ($(date -u +%H:%M:%S))"; }
 T0=$(date +%s)
+
+main() {
 
 # ---- 1. stage -------------------------------------------------------------------------------------
 # outside /tmp, like FA4's /root/fa4: the confined worker binds $PYTHONPATH folders, and its /tmp is private
@@ -143,3 +144,6 @@ for c in map(Path, sys.argv[1:]):
 EOF
 echo "--- parts"
 printf '%s\n' "${PARTS[@]}"
+}
+
+main 2>&1 | tee -a "$OUT/gpu_campaign.log"
