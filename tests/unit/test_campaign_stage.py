@@ -67,3 +67,16 @@ def test_stage_into_a_bare_python_312_prints_what_imports(tmp_path):
     # a module the folder does not carry and this Python lacks (numpy, on a bare 3.12) is said plainly
     assert ("MISSING numpy:" in out) == (subprocess.run([py, "-c", "import numpy"]).returncode != 0)
     assert "bwrap:" in out or "MISSING bwrap" in out
+    # papermill starts a Jupyter kernel from the staged folder alone (no debugpy, jedi or parso)
+    import nbformat
+    nb = nbformat.v4.new_notebook()
+    nb.cells = [nbformat.v4.new_code_cell("x = 1", metadata={"tags": ["parameters"]}),
+                nbformat.v4.new_code_cell("import anthropic, dask, distributed, IPython\nprint('kernel', x, anthropic.__version__)")]
+    nbformat.write(nb, tmp_path / "t.ipynb")
+    code = ("import json, papermill as pm, sys; pm.execute_notebook(sys.argv[1], sys.argv[2], parameters={'x': 7}, "
+            "kernel_name='python3', language='python', progress_bar=False)")
+    env = dict(os.environ, PYTHONPATH=str(tmp_path / "site"))
+    p = subprocess.run([py, "-c", code, str(tmp_path / "t.ipynb"), str(tmp_path / "o.ipynb")], env=env,
+                       capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    assert "kernel 7 2.14.0" in (tmp_path / "o.ipynb").read_text()
