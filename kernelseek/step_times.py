@@ -3,7 +3,7 @@
     steps = step_times(events, root)     one row per model call (step): the call, its tools, its
                                          evaluation split into build / worker start / check / time,
                                          and the loop's own overhead; seconds throughout
-    evals = eval_times(events, root)     one row per evaluation, from the run's meta.json phases
+    evals = eval_times(events, root)     one row per evaluation, from the run's meta (phases_s)
     text = limits(steps)                 steps per hour at these rates, and what dominates
     fig = step_plot(steps)               stacked bars per step
     spans = eval_spans({name: (events, root)})   evaluations of several campaigns on one clock,
@@ -22,7 +22,6 @@ goal). Times are epoch seconds from the trace (`t`) and seconds from the run fol
 """
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pandas as pd
@@ -35,16 +34,18 @@ PARTS = ("model_s", "build_s", "worker_start_s", "check_s", "time_s", "harness_o
 
 
 def _meta(root, ev: dict) -> dict:
+    """The evaluation's run meta (kernelseek.store), or {} when its folder is not there."""
+    from . import store
     if root is None or not ev.get("dir"):
         return {}
     try:
-        return json.loads((Path(root) / ev["dir"] / "meta.json").read_text())
+        return store.read_meta(Path(root) / ev["dir"])
     except (OSError, ValueError):
         return {}
 
 
 def eval_times(events: list[dict], root=None) -> pd.DataFrame:
-    """One row per evaluation: n, tool seconds, and its phases from evals/<n>/meta.json (NaN when the
+    """One row per evaluation: n, tool seconds, and its phases from the run's meta (NaN when the
     run folder is not there, as for a trace read alone)."""
     rows = []
     for ev in (e for e in events if e.get("type") == "evaluation"):

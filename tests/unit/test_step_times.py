@@ -2,7 +2,9 @@
 split into build / worker start / check / time from its run's phases; evaluations of two campaigns
 on one timeline, each on its own GPU; the matrix of the scripted model run by two Dask workers with
 one (stand-in) GPU each, at the same time."""
+import json
 import sys
+import threading
 from pathlib import Path
 
 import pytest
@@ -81,6 +83,21 @@ def test_spans_on_one_clock_and_the_seconds_they_overlap():
     assert S.overlap_s(S.eval_spans({"a": (a, None)})) == 0.0
 
 
+class TogetherAPI(FakeAPI):
+    """The scripted model, answering the first request of each conversation only when both of two
+    conversations have sent theirs: two campaigns that do not run at the same time fail (a broken
+    barrier after 120 s), so the matrix below proves it ran its cells in parallel."""
+
+    def __init__(self, *a, **kw):
+        super().__init__(*a, **kw)
+        self.both = threading.Barrier(2, timeout=120)
+
+    def answer(self, path, headers, raw):
+        if len(json.loads(raw or b"{}").get("messages") or []) == 1:
+            self.both.wait()                 # outside the server's lock: the other request gets in
+        return super().answer(path, headers, raw)
+
+
 def test_matrix_two_arms_two_workers_each_on_its_own_gpu_at_the_same_time(tmp_path):
     pytest.importorskip("distributed")
     pytest.importorskip("papermill")
@@ -93,7 +110,7 @@ def test_matrix_two_arms_two_workers_each_on_its_own_gpu_at_the_same_time(tmp_pa
     cfg = Config(kernel=str(REPO / "kernels" / "naive_fwd.cu"), grid="e2e", baseline="best", model="scripted-e2e-1",
                  evaluator=f"replay:{src.parent}", plateau_evals=1, note="the model is tools/scripted_model.py",
                  budget={"steps": 11, "tokens": None, "dollars": 1.0, "wall_s": 600.0})
-    with FakeAPI(scripted_model.script, key=KEY) as api:
+    with TogetherAPI(scripted_model.script, key=KEY) as api:
         cfg.base_url = api.base_url
         df = campaign.matrix(cfg, arms=["bare", "bank"], replicates=1, campaigns_dir=tmp_path / "c", workers=2,
                              gpus=["0", "1"], processes=True)
@@ -105,7 +122,7 @@ def test_matrix_two_arms_two_workers_each_on_its_own_gpu_at_the_same_time(tmp_pa
         assert set(spans[spans["campaign"] == r.arm]["gpu"]) == {r.gpu}
     moments = {a: [e["moment"] for e in ev if e["type"] == "question"] for a, (ev, _) in runs.items()}
     assert moments["bare"] == [] and len(set(moments["bank"])) == 5
-    # they ran at the same time: the two campaigns' lifetimes overlap
+    # they ran at the same time (TogetherAPI held each first step until both had asked)
     life = {a: (ev[0]["t"], ev[-1]["t"]) for a, (ev, _) in runs.items()}
     assert min(life["bare"][1], life["bank"][1]) - max(life["bare"][0], life["bank"][0]) > 0
     fig = tmp_path / "timeline.png"
