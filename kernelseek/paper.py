@@ -2,7 +2,10 @@
 
 data/paper/<topic>.yaml holds one entry per number as a document states it:
     id, quantity, value, unit, subject, source (a file of ../shared/seeds/), as_written (the number's
-    words, found verbatim in the sentence), sentence (verbatim from the source), note (optional)
+    words, found verbatim in the sentence), sentence (verbatim from the source), note (optional),
+    unit_assumed (true where the sentence states no unit and `unit` is ours)
+left_out.yaml lists the numbers of the documents deliberately not kept, each with its reason
+(kernelseek.seed_numbers checks that every number written in the documents is one or the other).
 Documents that disagree on a quantity (0.50x and 0.48x for the equipped agent) keep both entries;
 `disagreements` lists them and nothing here picks one. `recompute` asks kernelseek.analytics for the
 same quantities from trace files and says plainly when analytics is unavailable.
@@ -37,6 +40,7 @@ class Number:
     sentence: str           # verbatim from the source
     topic: str = ""
     note: str = ""
+    unit_assumed: bool = False   # the sentence states no unit: `unit` is ours (seed_numbers.unit_stated)
 
 
 def load(root=PAPER_DIR) -> list[Number]:
@@ -49,7 +53,7 @@ def load(root=PAPER_DIR) -> list[Number]:
             if missing:
                 raise ValueError(f"{path}: numbers[{i}] ({raw.get('id')}) lacks {', '.join(missing)}")
             out.append(Number(**{k: raw[k] for k in FIELDS}, topic=doc.get("topic", path.stem),
-                              note=raw.get("note", "")))
+                              note=raw.get("note", ""), unit_assumed=bool(raw.get("unit_assumed"))))
     ids = [n.id for n in out]
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
@@ -115,7 +119,8 @@ def pretty(quantity: str) -> str:
 
 def _units(numbers: list[Number], quantities: list[str]) -> str:
     """The y-axis label: the unit of the charted quantities (several joined when they differ)."""
-    units = list(dict.fromkeys(n.unit for n in numbers if n.quantity in quantities and n.unit))
+    units = list(dict.fromkeys(n.unit + (" (assumed)" if n.unit_assumed else "") for n in numbers
+                               if n.quantity in quantities and n.unit))
     return " / ".join(units) if units else "value"
 
 
