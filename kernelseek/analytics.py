@@ -58,6 +58,7 @@ _CATEGORIES = [  # first match wins
     ("agent process", r"why do you think|why did you|what are you|\bplan\b|\bstuck|step back|what have you tried"),
     ("correctness", r"\bcorrect|\bwrong\b|tolerance|precision|\bfail"),
 ]
+CATEGORIES = tuple(c for c, _ in _CATEGORIES)
 _BUILD = re.compile(r"\b(nvcc|make|cmake|ninja|kernelseek build|setup\.py|g\+\+|clang\+\+)\b")
 _BENCH = re.compile(r"kernelseek eval|\bbench|benchmark|timeit|\bpytest\b.*-k\s*perf")
 _PROF = re.compile(r"\b(ncu|nsys|nv-nsight-cu-cli|kernelseek profile|torch\.profiler)\b")
@@ -318,6 +319,7 @@ def summary(events: list[dict]) -> dict:
     """Headline numbers of one trace."""
     start = next((e for e in events if e.get("type") in ("start",)), {})
     rr, rec, tb = reread_share(events), recurrence_share(events), time_to_best(events)
+    ps, sp, br, qm = prompt_summary(events), span_and_idle(events), branches(events), question_mentions(events)
     return {"arm": start.get("arm"), "model": start.get("model"), "confined": start.get("confined"),
             "source": start.get("source_format", "kernelseek"),
             "person_messages": len(person_messages(events)),
@@ -325,7 +327,11 @@ def summary(events: list[dict]) -> dict:
             "tool_calls": len(tool_calls(events)), "calls_per_person_message": calls_per_message(events),
             "reread_share": rr["share"], "recurrence_share": rec["share"],
             "best_geomean": tb["best_geomean"], "steps_to_best": tb["step"], "hours_to_best": tb["hours"],
-            "dollars": sum(float(e.get("cost_usd") or 0) for e in events if e.get("type") == "usage")}
+            "dollars": sum(float(e.get("cost_usd") or 0) for e in events if e.get("type") == "usage"),
+            "median_prompt_chars": ps["median_prompt_chars"], "prefetched_share": ps["prefetched_share"],
+            "run_hours": sp["span_hours"], "idle_hours": sp["idle_hours"], "forks": br["forks"],
+            "rollbacks": br["rollbacks"], "steps_discarded": br["steps_discarded"],
+            "questions_naming_attention": qm["attention"]}
 
 
 def report(traces: list[list[dict]], names=None) -> str:
@@ -334,7 +340,8 @@ def report(traces: list[list[dict]], names=None) -> str:
     out = [pd.DataFrame([dict(summary(t), trace=str(n)) for t, n in zip(traces, names)]).to_string(index=False)]
     for t, n in zip(traces, names):
         out += [f"\n== {n}", messages_by_kind(t).to_string(index=False), questions_by_category(t).to_string(index=False),
-                tool_use_by_kind(t).to_string(index=False), plateaus(t).to_string(index=False)]
+                tool_use_by_kind(t).to_string(index=False), plateaus(t).to_string(index=False),
+                question_effects(t).to_string(index=False)]
     return "\n".join(out)
 
 

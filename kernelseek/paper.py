@@ -245,30 +245,12 @@ def side_by_side(numbers: list[Number], rec: Recomputed) -> pd.DataFrame:
     recs = []
     for q in dict.fromkeys(n.quantity for n in numbers):
         ents = [n for n in numbers if n.quantity == q]
-        recs.append({"quantity": q, "unit": ents[0].unit, "paper": " | ".join(f"{v:g}" for v in values(numbers, q)),
+        stated = [n for n in ents if not n.unit_assumed]
+        unit = stated[0].unit if stated else ents[0].unit + " (assumed)"
+        recs.append({"quantity": q, "unit": unit, "paper": " | ".join(f"{v:g}" for v in values(numbers, q)),
                      "sources": ", ".join(sorted({n.source[:3] for n in ents})),
                      "recomputed": rec.values.get(q) if rec.available else None})
     for q, v in (rec.values.items() if rec.available else []):
         if q not in {r["quantity"] for r in recs}:
             recs.append({"quantity": q, "unit": "", "paper": "", "sources": "", "recomputed": v})
     return pd.DataFrame(recs, columns=["quantity", "unit", "paper", "sources", "recomputed"])
-
-
-def shares_chart(numbers: list[Number], rec: Recomputed, prefix: str, title: str) -> Figure:
-    """The quantities named `prefix*` as shares of their sum: the paper's (first value of each) beside
-    the traces', so campaigns of any length compare with the paper's."""
-    qs = [q for q in dict.fromkeys(n.quantity for n in numbers) if q.startswith(prefix)]
-    qs += [q for q in rec.values if q.startswith(prefix) and q not in qs]
-    paper_v = [(values(numbers, q) or [0.0])[0] for q in qs]
-    trace_v = [float(rec.values.get(q) or 0.0) for q in qs]
-    fig = Figure(figsize=(max(6.0, 0.7 * len(qs) + 2), 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for off, vs, lab, c in ((-0.2, paper_v, "the paper's documents", "#2980b9"), (0.2, trace_v, "the traces given", "#27ae60")):
-        tot = sum(vs)
-        ax.bar([i + off for i in range(len(qs))], [v / tot if tot else 0.0 for v in vs], width=0.4, label=lab, color=c)
-    ax.set_xticks(range(len(qs)), [q.removeprefix(prefix).replace("_", " ") for q in qs], rotation=30, ha="right",
-                  fontsize=8)
-    ax.set_ylabel("share of all counted (fraction, 0 to 1)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    return fig

@@ -38,12 +38,11 @@ def steps(events: list[dict]) -> int:
     return sum(1 for e in events if e.get("type") == "usage" and not e.get("sidechain"))
 
 
-def span_and_idle(events: list[dict], min_gap_s: float = 1800.0) -> dict:
-    """span_hours, idle_hours (sum of gaps >= min_gap_s while no tool call ran), idle_gaps (how
-    many), longest_idle_hours. A start or resume event closes calls a crashed session left open."""
+def idle_gaps(events: list[dict], min_gap_s: float = 1800.0) -> list[tuple[float, float]]:
+    """(t0, t1) of each gap of at least `min_gap_s` between consecutive events (in time order) while
+    no tool call ran. A start or resume event closes calls a crashed session left open, and a gap
+    ending at one is idle whatever was open."""
     timed = sorted((e for e in events if isinstance(e.get("t"), (int, float))), key=lambda e: (e["t"], e.get("seq", 0)))
-    if not timed:
-        return {"span_hours": None, "idle_hours": None, "idle_gaps": 0, "longest_idle_hours": None}
     open_calls: set = set()
     gaps = []
     for a, b in zip(timed, timed[1:]):
@@ -53,10 +52,18 @@ def span_and_idle(events: list[dict], min_gap_s: float = 1800.0) -> dict:
             open_calls |= {x.get("id") for x in a["content"] if isinstance(x, dict) and x.get("type") == "tool_use"}
         elif a.get("type") == "tool_result":
             open_calls.discard(a.get("tool_use_id"))
-        gap = b["t"] - a["t"]
-        if gap >= min_gap_s and (not open_calls or b.get("type") in ("start", "resume")):
-            gaps.append(gap)
-    return {"span_hours": (timed[-1]["t"] - timed[0]["t"]) / 3600, "idle_hours": sum(gaps) / 3600,
+        if b["t"] - a["t"] >= min_gap_s and (not open_calls or b.get("type") in ("start", "resume")):
+            gaps.append((a["t"], b["t"]))
+    return gaps
+
+
+def span_and_idle(events: list[dict], min_gap_s: float = 1800.0) -> dict:
+    """span_hours, idle_hours (the idle_gaps summed), idle_gaps (how many), longest_idle_hours."""
+    ts = [e["t"] for e in events if isinstance(e.get("t"), (int, float))]
+    if not ts:
+        return {"span_hours": None, "idle_hours": None, "idle_gaps": 0, "longest_idle_hours": None}
+    gaps = [b - a for a, b in idle_gaps(events, min_gap_s)]
+    return {"span_hours": (max(ts) - min(ts)) / 3600, "idle_hours": sum(gaps) / 3600,
             "idle_gaps": len(gaps), "longest_idle_hours": max(gaps) / 3600 if gaps else 0.0}
 
 

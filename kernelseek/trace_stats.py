@@ -7,9 +7,10 @@ STATS lists each statistic once: its key, its family (messages, tools, reading, 
 figure each in notebooks/paper_numbers.ipynb), the paper quantity it is compared with, and what it
 counts. A paper quantity named with `{side}` exists per arm (question_driven, equipped); one named
 without it is the question-driven arm's, and the equipped arm's value is `equipped_<key>`.
-Traces of one arm are taken as the sessions of one campaign: counts add up, shares are recomputed
-from the summed characters, time spans and idle gaps come from all their events in time order, and
-the start, the best and what followed it come from the trace holding the best evaluation.
+Over several traces of one arm: counts add up, shares are recomputed from the summed characters,
+time spans and idle gaps are taken per campaign (Claude Code sessions of one working directory
+together, so the gaps between sessions count; any other trace alone) and added up, and the start,
+the best and what followed it come from the trace holding the best evaluation.
 """
 from __future__ import annotations
 
@@ -81,7 +82,27 @@ STATS = [
     _s("steps_discarded", "timeline", "{side}_steps_discarded", "model steps the rollbacks discarded"),
     *[_s(f"{k}_{w}", "timeline", f"{k}_{w}", f"geomean {w} the question: {q}")
       for k, q in TURNING.items() for w in ("before", "after")],
+    _s("turning_point_fallback_hours", "timeline", "turning_point_fallback_hours",
+       "hours from that question to the best evaluation before the next question"),
 ]
+# the paper's trace statistics a trace's events cannot give, and why (shown beside the others)
+_ROWS = "a row's speedup: evaluation events keep the summary, not the rows (the evaluation folders have them)"
+NOT_RECOMPUTED = {
+    "turning_point_fallback_row_speedup": ("timeline", _ROWS),
+    "turning_point_splitkv_before": ("timeline", _ROWS), "turning_point_splitkv_after": ("timeline", _ROWS),
+    **{f"turning_point_goal_fp8_decode_{w}_{k}": ("timeline", _ROWS)
+       for w in ("before", "after") for k in ("first", "second")},
+    "turning_point_host_fill_low": ("timeline", "a host-side profile's finding, not an event of the trace"),
+    "turning_point_host_fill_high": ("timeline", "a host-side profile's finding, not an event of the trace"),
+    **{q: ("timeline", "needs to know which evaluation first ran the ported grid: no event says so")
+       for q in ("turning_point_coverage_correct_claimed", "turning_point_coverage_correct_before",
+                 "turning_point_coverage_correct_after", "turning_point_coverage_geomean",
+                 "turning_point_coverage_sink_error", "turning_point_coverage_leftpad_error",
+                 "turning_point_coverage_fixes")},
+    "turning_point_goal_levers_before": ("timeline", "the agent's own account in words, not a counted event"),
+    "interrogative_prescribing_construct": ("messages", "prescribing is a judgement: the trace gives those naming "
+                                            "a CUDA construct, an upper bound"),
+}
 BY_KEY = {s.key: s for s in STATS}
 
 
@@ -98,7 +119,7 @@ def family_of(quantity: str) -> str | None:
             return s.family
     if quantity.startswith("category_") or quantity.startswith("equipped_category_"):
         return "messages"
-    return None
+    return NOT_RECOMPUTED.get(quantity, (None,))[0]
 
 
 def _best_trace(ts):
@@ -115,11 +136,11 @@ def _messages(ts) -> dict:
            "interrogative_mentioning_attention": sum(x["attention"] for x in m),
            "interrogative_naming_cuda_construct": sum(x["cuda_construct"] for x in m)}
     out.update({f"message_type_{k}": int(kinds.loc[k, "messages"]) for k in A.KINDS})
-    cats: dict[str, int] = {}
+    cats: dict[str, int] = {c: 0 for c in A.CATEGORIES}
     for t in ts:
         for r in A.questions_by_category(t).itertuples():
             cats[str(r.category)] = cats.get(str(r.category), 0) + int(r.questions)
-    out["question_categories"] = sum(1 for c in cats if c != "uncategorized")
+    out["question_categories"] = sum(1 for c, n in cats.items() if n and c != "uncategorized")
     out.update({"category_" + c.replace(" ", "_"): n for c, n in cats.items()})
     return out
 
@@ -149,8 +170,9 @@ def _reading(ts) -> dict:
 
 
 def _timeline(ts, prices) -> dict:
-    merged = sorted((e for t in ts for e in t if isinstance(e.get("t"), (int, float))), key=lambda e: e["t"])
-    span = A.span_and_idle(merged)
+    spans = [A.span_and_idle([e for t in group for e in t]) for group in campaigns(ts).values()]
+    span = {k: sum(x[k] for x in spans if x[k] is not None) if any(x[k] is not None for x in spans) else None
+            for k in ("span_hours", "idle_hours")}
     br = [A.branches(t) for t in ts]
     best_t, end = _best_trace(ts)
     firsts = [(t, A.start_and_end(t)["start_geomean"]) for t in ts]
@@ -170,6 +192,20 @@ def _timeline(ts, prices) -> dict:
         hit = next((r for r in (A.turning_point(t, q) for t in ts) if r), None)
         if hit:
             out[f"{k}_before"], out[f"{k}_after"] = hit["geomean_before"], hit["best_after"]
+            if k == "turning_point_fallback_geomean":
+                out["turning_point_fallback_hours"] = hit["hours_to_best_after"]
+    return out
+
+
+def campaigns(ts: list[list[dict]]) -> dict:
+    """The traces grouped by campaign: Claude Code sessions by their working directory (the sessions of
+    one project), any other trace on its own (a KernelSeek campaign keeps all its sessions in one file)."""
+    out: dict = {}
+    for i, t in enumerate(ts):
+        start = next((e for e in t if e.get("type") == "start"), {})
+        key = ("claude_code", start.get("cwd")) if start.get("source_format") == "claude_code" and start.get("cwd") \
+            else ("trace", i)
+        out.setdefault(key, []).append(t)
     return out
 
 
@@ -200,6 +236,44 @@ def quantities(traces_events: list[list[dict]], prices=None) -> dict:
             name = paper_name(st, side) if st else (key if side == "question_driven" else f"equipped_{key}")
             out[name] = v
     return {k: v for k, v in out.items() if v is not None}
+
+
+MODEL_DRIVEN = "model-driven"
+_HAND = ("fixture", "hand-built", "handmade", "hand-made", "invented", "not a recorded")
+
+
+def provenance(events: list[dict]) -> str:
+    """What drove a trace, from its start event (and its notes): the start's own `provenance` when
+    it gives one; else 'scripted model' (a model named scripted-*, or a note saying the model is a
+    script), 'fake API (tests)', 'hand-built' (a fixture, an invented example), 'model-driven' (a
+    model is named and none of those applies), or 'unknown'."""
+    start = next((e for e in events if e.get("type") == "start"), {})
+    if start.get("provenance"):
+        return str(start["provenance"])
+    cfg = start.get("config") or {}
+    model = str(start.get("model") or cfg.get("model") or "").lower()
+    notes = " ".join(str(x).lower() for x in [start.get("label"), cfg.get("note"), start.get("session_id")] +
+                     [e.get("text") for e in events if e.get("type") == "note"] if x)
+    if model.startswith("scripted") or "scripted model" in notes or "model is a script" in notes:
+        return "scripted model"
+    if "fake" in model:
+        return "fake API (tests)"
+    if any(h in model or h in notes for h in _HAND):
+        return "hand-built"
+    return MODEL_DRIVEN if model else "unknown"
+
+
+def describe(files, traces_events) -> pd.DataFrame:
+    """One row per trace: file, format, arm side, model, provenance, events, steps, person messages."""
+    rows = []
+    for f, ev in zip(files, traces_events):
+        start = next((e for e in ev if e.get("type") == "start"), {})
+        rows.append({"trace": str(f), "format": start.get("source_format", "kernelseek"), "side": arm_side(ev),
+                     "model": start.get("model") or (start.get("config") or {}).get("model"),
+                     "provenance": provenance(ev), "events": len(ev), "steps": timeline.steps(ev),
+                     "person_messages": len(A.person_messages(ev))})
+    return pd.DataFrame(rows, columns=["trace", "format", "side", "model", "provenance", "events", "steps",
+                                       "person_messages"])
 
 
 def load_prices():

@@ -203,3 +203,35 @@ def test_claude_code_rewind_compact_and_summary(tmp_path):
     assert trace_stats.quantities([ev])["question_driven_api_cost"] == 0  # no prices given
     assert trace_stats.quantities([ev], trace_stats.load_prices())["question_driven_api_cost"] == \
         pytest.approx(3 * (10 * 3.0 + 1 * 15.0) / 1e6)
+
+
+def test_sessions_of_one_project_are_one_campaign_in_time():
+    """Two Claude Code sessions of one working directory, 10 h apart: the gap between them is idle
+    time of that campaign; a session of another directory is a campaign of its own."""
+    def session(t0, cwd):
+        t = Trace()
+        t.ev[0].update(source_format="claude_code", cwd=cwd, t=t0 * H)
+        t.say(t0 + 0.1, "Go.")
+        t.step(t0 + 0.2, "Done.")
+        t.say(t0 + 0.3, "Thanks.")
+        return t.ev
+    same = trace_stats.side_values([session(0, "/w"), session(11, "/w")])
+    assert same["run_hours"] == pytest.approx(11.3) and same["idle_hours"] == pytest.approx(10.7)   # 0.3 -> 11
+    apart = trace_stats.side_values([session(0, "/w"), session(11, "/other")])
+    assert apart["run_hours"] == pytest.approx(0.6) and apart["idle_hours"] == 0
+    assert same["sessions"] == 2
+
+
+def test_provenance_of_a_trace():
+    assert trace_stats.provenance(Trace(model="claude-sonnet-4-5").ev) == "model-driven"
+    assert trace_stats.provenance(Trace(model="scripted-e2e").ev) == "scripted model"
+    assert trace_stats.provenance(Trace(model="fake-model").ev) == "fake API (tests)"
+    hand = Trace(model="claude-opus-4-1")
+    hand.ev[0]["label"] = "hand-built format example, not a recorded session"
+    assert trace_stats.provenance(hand.ev) == "hand-built"
+    noted = Trace(model="claude-x")
+    noted.add("note", 0, text="The model is a script (tools/scripted_model.py)")
+    assert trace_stats.provenance(noted.ev) == "scripted model"
+    told = Trace(model="scripted-x")
+    told.ev[0]["provenance"] = "model-driven"
+    assert trace_stats.provenance(told.ev) == "model-driven"
