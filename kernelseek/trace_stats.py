@@ -219,7 +219,8 @@ def side_values(ts: list[list[dict]], prices=None) -> dict:
 
 
 def arm_side(events: list[dict]) -> str:
-    """'equipped' for a trace of the tool-rich arm, else 'question_driven'."""
+    """'equipped' for a trace of the tool-rich arm, else 'question_driven': the bare and bank arms,
+    like the human one, are set beside the paper's question-driven campaign (the harness it used)."""
     arm = next((e.get("arm") for e in events if e.get("type") == "start"), None) or ""
     return "equipped" if arm == "equipped" else "question_driven"
 
@@ -278,8 +279,8 @@ def describe(files, traces_events) -> pd.DataFrame:
 
 def load_prices():
     """The price table (data/prices.yaml) or None when it cannot be read."""
+    from .agent.budget import Prices
     try:
-        from .agent.budget import Prices
         return Prices.load()
-    except Exception:  # noqa: BLE001  (a missing or bad table only means imports stay unpriced)
+    except ValueError:               # BudgetError: a missing or bad table only leaves imports unpriced
         return None
