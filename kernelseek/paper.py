@@ -223,6 +223,10 @@ def recompute(paths) -> Recomputed:
     empty = [str(p) for p, e in zip(files, evs) if not e]
     if empty:
         return Recomputed(False, f"no trace events in {', '.join(empty)}", traces=[str(p) for p in files])
+    raw = [str(p) for p, e in zip(files, evs) if not any("seq" in x for x in e)]
+    if raw:                              # a Claude Code transcript's lines have a type but no seq
+        return Recomputed(False, f"not in the trace schema (no event has a seq): {', '.join(raw)}; a Claude Code "
+                          "transcript is imported first: kernelseek trace import-claude-code", traces=[str(p) for p in files])
     vals = trace_stats.quantities(evs, trace_stats.load_prices())
     return Recomputed(True, values=vals, traces=[str(p) for p in files])
 

@@ -45,6 +45,8 @@ def test_recompute_says_what_it_cannot_do(tmp_path):
     r = paper.recompute([tmp_path / "missing.jsonl"])
     assert not r.available and "not found" in r.reason and not r.values
     assert paper.recompute([]).reason == "no trace given"
+    raw = paper.recompute([ROOT / "tests" / "fixtures" / "claude_code" / "session.jsonl"])
+    assert not raw.available and "import-claude-code" in raw.reason
 
 
 def run_paper_nb(tmp_path, **params) -> dict:
