@@ -29,6 +29,9 @@ class FA4(Baseline):
         except Exception:
             return getattr(self._mod(), "__version__", "unknown")
 
+    def where(self):
+        return str(getattr(self._mod(), "__file__", "") or "")
+
     def supports(self, s):
         return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,
                               seqused=True, dv_differs=True)
@@ -93,6 +96,12 @@ class FA3(Baseline):
             return fa3_vllm.version()
         m = importlib.import_module(self.module)
         return f"flash_attn_interface {getattr(m, '__version__', 'unknown')} {getattr(m, '__file__', '?')}"
+
+    def where(self):
+        src, _ = self._source()
+        if src == "vllm":
+            return str(fa3_vllm.find())
+        return str(getattr(importlib.import_module(self.module), "__file__", "")) if src else ""
 
     def supports(self, s):
         return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,

@@ -1,0 +1,64 @@
+"""Builds FlashInfer's JIT modules for sm_90a ahead of time, here (nvcc 13.0, no GPU), so the H200 does
+not spend device time compiling them; `tools/flashinfer.sh stage` drops them into flashinfer/data/aot/,
+the folder FlashInfer loads a prebuilt module from before it would JIT one.
+
+    python3 tools/flashinfer_aot.py OUT_DIR [NAME_SUBSTRING...]     (run by tools/flashinfer.sh aot)
+
+Needs flashinfer and apache-tvm-ffi importable for this Python (tools/flashinfer.sh aot unpacks them),
+nvcc, ninja, and a libcuda.so to link against (a stub: the modules call only the runtime API).
+The list is what kernelseek/baselines/flashinfer.py calls for bench26 and the production grid, in
+order of use: decode with tensor cores runs FlashInfer's FA2 prefill kernels; prefill on Hopper its
+FA3 kernels (head dims 64/128/256); MHA decode (group < 4) its CUDA-core decode kernels.
+"""
+from __future__ import annotations
+
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import torch
+
+BF16, I32 = torch.bfloat16, torch.int32
+# (kind, backend, head_dim, sliding window, softcap)
+MODULES = [
+    ("prefill", "fa2", 128, False, False),    # paged decode, GQA group >= 4 (tensor cores)
+    ("prefill", "fa3", 128, False, False),    # dense/varlen/paged prefill, hd128
+    ("prefill", "fa3", 64, False, False),
+    ("prefill", "fa3", 256, False, False),
+    ("decode", "", 128, False, False),        # paged decode, group < 4 (CUDA cores)
+    ("prefill", "fa3", 128, True, False),     # bench26 row 25 (window)
+    ("prefill", "fa3", 256, False, True),     # bench26 row 26 (softcap)
+]
+
+
+def spec_for(kind: str, backend: str, d: int, swa: bool, cap: bool):
+    from flashinfer.jit.attention.modules import gen_batch_decode_module, gen_batch_prefill_module
+    if kind == "decode":
+        return gen_batch_decode_module(BF16, BF16, BF16, I32, d, d, 0, swa, cap)
+    return gen_batch_prefill_module(backend, BF16, BF16, BF16, I32, d, d, 0, swa, cap, False)
+
+
+def main(out: Path, only: list[str]) -> int:
+    out.mkdir(parents=True, exist_ok=True)
+    for m in MODULES:
+        spec = spec_for(*m)
+        if only and not any(x in spec.name for x in only):
+            continue
+        dst = out / spec.name / f"{spec.name}.so"
+        if dst.is_file():
+            print(f"have  {spec.name}", flush=True)
+            continue
+        t = time.time()
+        spec.build(verbose=False)
+        so = spec.jit_library_path
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(so, dst)
+        print(f"built {spec.name} in {time.time() - t:.0f} s ({dst.stat().st_size / 1e6:.1f} MB)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2:
+        sys.exit(__doc__)
+    sys.exit(main(Path(sys.argv[1]), sys.argv[2:]))
