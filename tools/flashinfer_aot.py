@@ -9,6 +9,7 @@ nvcc, ninja, and a libcuda.so to link against (a stub: the modules call only the
 The list is what kernelseek/baselines/flashinfer.py calls for bench26 and the production grid, in
 order of use: decode with tensor cores runs FlashInfer's FA2 prefill kernels; prefill on Hopper its
 FA3 kernels (head dims 64/128/256); MHA decode (group < 4) its CUDA-core decode kernels.
+(kernelseek.baselines.flashinfer.module_name names the module a scenario needs.)
 """
 from __future__ import annotations
 
@@ -26,9 +27,9 @@ MODULES = [
     ("prefill", "fa3", 128, False, False),    # dense/varlen/paged prefill, hd128
     ("prefill", "fa3", 64, False, False),
     ("prefill", "fa3", 256, False, False),
-    ("decode", "", 128, False, False),        # paged decode, group < 4 (CUDA cores)
-    ("prefill", "fa3", 128, True, False),     # bench26 row 25 (window)
-    ("prefill", "fa3", 256, False, True),     # bench26 row 26 (softcap)
+    ("prefill", "fa3", 128, True, False),     # bench26 row 25, production row 9 (window)
+    ("prefill", "fa3", 256, False, True),     # bench26 row 26, production row 10 (softcap)
+    ("decode", "", 128, False, False),        # paged decode, group < 4 (CUDA cores; the hopper grid's MHA)
 ]
 
 

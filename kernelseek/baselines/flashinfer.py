@@ -32,6 +32,7 @@ PREFILL_HEAD_DIMS = (64, 128, 256)      # FlashInfer's Hopper (FA3) prefill kern
 DECODE_HEAD_DIMS = (64, 128, 256)
 TENSOR_CORE_GROUP = 4                    # decode with tensor cores from this GQA group size up
 _WS: dict = {}                           # device -> the shared float workspace
+JIT_ENV = "KSEEK_FLASHINFER_JIT"         # "0": decline scenarios whose module is neither prebuilt nor cached
 
 
 def _import():
@@ -123,12 +124,42 @@ class FlashInfer(Baseline):
         why = decline(s)
         return (False, why) if why else (True, "")
 
+    def supports_now(self, s) -> tuple[bool, str]:
+        """supports(), and with KSEEK_FLASHINFER_JIT=0 only where the module is already built (prebuilt
+        in flashinfer/data/aot or in the JIT cache): a grid then costs no compile time on the GPU."""
+        ok, why = self.supports(s)
+        if not ok or os.environ.get(JIT_ENV, "1") != "0":
+            return ok, why
+        name, ready = module_state(s)
+        return (True, "") if ready else (False, f"module {name} is not built and {JIT_ENV}=0")
+
     def bind(self, s, inp):
         if _is_decode(s):
             return _bind_decode(_import(), s, inp)
         if s.paged:
             return _bind_paged_prefill(_import(), s, inp)
         return _bind_ragged(_import(), s, inp)
+
+
+def module_name(s, sm90: bool = True) -> str:
+    """The FlashInfer JIT module a scenario runs on (its own naming, from flashinfer.jit)."""
+    import torch
+    from flashinfer.jit.attention.modules import get_batch_decode_uri, get_batch_prefill_uri
+    dt, d = _torch_dtype(s), s.head_dim
+    left, _ = s.effective_window
+    swa, cap = left >= 0, s.softcap > 0
+    if _is_decode(s) and s.heads_q // s.heads_kv < TENSOR_CORE_GROUP:
+        return get_batch_decode_uri(dt, dt, dt, torch.int32, d, d, 0, swa, cap)
+    backend = "fa2" if _is_decode(s) or not (sm90 and d in PREFILL_HEAD_DIMS and s.dv == d) else "fa3"
+    return get_batch_prefill_uri(backend, dt, dt, dt, torch.int32, d, s.dv, 0, swa, cap, False)
+
+
+def module_state(s) -> tuple[str, bool]:
+    """(module name, whether it is built: prebuilt (AOT) or already in the JIT cache)."""
+    from flashinfer.jit import env
+    name = module_name(s)
+    jit = env.FLASHINFER_JIT_DIR / name / f"{name}.so"
+    return name, env.get_aot_path(name).exists() or jit.exists()
 
 
 def _torch_dtype(s):

@@ -46,7 +46,7 @@ def choose(spec: str, s: Scenario, cache: dict | None = None) -> tuple[list[Base
         b = inst(n)
         ok, why = b.available()
         if ok:
-            ok, why = b.supports(s)
+            ok, why = getattr(b, "supports_now", b.supports)(s)   # what it computes here and now
         (picked.append(b) if ok else skipped.append(f"{b.name}: {why}"))
     if spec == "best" and not picked:
         b = inst("flex")
