@@ -65,7 +65,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     row.runcheck = reply.get("runcheck") or ""
     bl = reply.get("baselines") or {}
     row.baselines = bl
-    _pick_baseline(row, bl, reply)
+    R.pick_baselines(row, bl, reply)
     if row.status == "passed" and row.time_ms:
         why = peaks.impossible(lines, s.dtype, row.flops, row.min_bytes,
                                {"time_ms": row.time_ms, "graph_ms": reply.get("graph_ms")})
@@ -90,30 +90,6 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
         row.suspicious = True
         row.suspicious_reason = f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x"
     return row
-
-
-def _pick_baseline(row: R.Row, bl: dict, reply: dict) -> None:
-    """The fastest real baseline that passed (a stand-in is reported beside, never as `best`)."""
-    timed = {n: b for n, b in bl.items() if b.get("status") == "passed" and b.get("time_ms")}
-    stand = {n: b for n, b in timed.items() if "standin" in n}
-    real = {n: b for n, b in timed.items() if n not in stand}
-    if stand:
-        n, b = min(stand.items(), key=lambda kv: kv[1]["time_ms"])
-        row.stand_in = {"name": n, "time_ms": b["time_ms"], "note": "dense K/V already gathered: not the same work"}
-    if real:
-        n, b = min(real.items(), key=lambda kv: kv[1]["time_ms"])
-        row.baseline, row.baseline_version, row.baseline_status = n, b.get("version"), "passed"
-        row.baseline_ms, row.baseline_kernel_ms, row.baseline_host_ms = b["time_ms"], b.get("kernel_ms"), b.get("host_ms")
-        row.baseline_tflops = row.flops / (b["time_ms"] * 1e-3) / 1e12
-        graphed = {n: b for n, b in real.items() if b.get("graph_ms")}
-        if graphed:                                    # the fastest in graph replay, maybe another one
-            n, b = min(graphed.items(), key=lambda kv: kv[1]["graph_ms"])
-            row.baseline_graph, row.baseline_graph_ms = n, b["graph_ms"]
-    else:
-        why = "; ".join(f"{n}: {b.get('status')} {b.get('reason', '')[:80]}" for n, b in bl.items() if n not in stand)
-        skipped = "; ".join(reply.get("baselines_skipped") or [])
-        row.baseline_status = "n/a"
-        row.baseline_reason = why or skipped or "no baseline computes this scenario"
 
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")

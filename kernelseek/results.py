@@ -81,6 +81,31 @@ def geomean(xs: list[float]) -> float | None:
     return math.exp(sum(math.log(x) for x in xs) / len(xs))
 
 
+def pick_baselines(row: Row, bl: dict, reply: dict) -> None:
+    """Fill `row`'s baseline fields from a worker reply's baselines `bl`: the fastest real baseline that
+    passed, per call and (separately) in CUDA-graph replay; a stand-in is reported beside, never as best."""
+    timed = {n: b for n, b in bl.items() if b.get("status") == "passed" and b.get("time_ms")}
+    stand = {n: b for n, b in timed.items() if "standin" in n}
+    real = {n: b for n, b in timed.items() if n not in stand}
+    if stand:
+        n, b = min(stand.items(), key=lambda kv: kv[1]["time_ms"])
+        row.stand_in = {"name": n, "time_ms": b["time_ms"], "note": "dense K/V already gathered: not the same work"}
+    if real:
+        n, b = min(real.items(), key=lambda kv: kv[1]["time_ms"])
+        row.baseline, row.baseline_version, row.baseline_status = n, b.get("version"), "passed"
+        row.baseline_ms, row.baseline_kernel_ms, row.baseline_host_ms = b["time_ms"], b.get("kernel_ms"), b.get("host_ms")
+        row.baseline_tflops = row.flops / (b["time_ms"] * 1e-3) / 1e12
+        graphed = {n: b for n, b in real.items() if b.get("graph_ms")}
+        if graphed:                                    # the fastest in graph replay, maybe another one
+            n, b = min(graphed.items(), key=lambda kv: kv[1]["graph_ms"])
+            row.baseline_graph, row.baseline_graph_ms = n, b["graph_ms"]
+    else:
+        why = "; ".join(f"{n}: {b.get('status')} {b.get('reason', '')[:80]}" for n, b in bl.items() if n not in stand)
+        skipped = "; ".join(reply.get("baselines_skipped") or [])
+        row.baseline_status = "n/a"
+        row.baseline_reason = why or skipped or "no baseline computes this scenario"
+
+
 MEASURES = ("contract", "per_call", "graph")
 
 

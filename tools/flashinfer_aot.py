@@ -2,7 +2,8 @@
 not spend device time compiling them; `tools/flashinfer.sh stage` drops them into flashinfer/data/aot/,
 the folder FlashInfer loads a prebuilt module from before it would JIT one.
 
-    python3 tools/flashinfer_aot.py OUT_DIR [NAME_SUBSTRING...]     (run by tools/flashinfer.sh aot)
+    python3 tools/flashinfer_aot.py OUT_DIR [--jobs=N] [NAME_SUBSTRING...]   (tools/flashinfer.sh aot; on the
+                                     GPU machine tools/gpu_peers.sh stage2 builds what is missing, 7 at once)
 
 Needs flashinfer and apache-tvm-ffi importable for this Python (tools/flashinfer.sh aot unpacks them),
 nvcc, ninja, and a libcuda.so to link against (a stub: the modules call only the runtime API).
@@ -40,26 +41,34 @@ def spec_for(kind: str, backend: str, d: int, swa: bool, cap: bool):
     return gen_batch_prefill_module(backend, BF16, BF16, BF16, I32, d, d, 0, swa, cap, False)
 
 
-def main(out: Path, only: list[str]) -> int:
+def build_one(m, out: Path) -> str:
+    """Build module `m` (a MODULES entry) unless it is prebuilt or in `out`; copy the .so into `out`."""
+    spec = spec_for(*m)
+    dst = out / spec.name / f"{spec.name}.so"
+    if dst.is_file() or spec.is_aot:
+        return f"have  {spec.name}"
+    t = time.time()
+    spec.build(verbose=False)
+    dst.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copy2(spec.jit_library_path, dst)
+    return f"built {spec.name} in {time.time() - t:.0f} s ({dst.stat().st_size / 1e6:.1f} MB)"
+
+
+def main(out: Path, only: list[str], jobs: int = 1) -> int:
+    """Build the MODULES whose names contain one of `only` (all if none), `jobs` modules at a time (each
+    build is a ninja run over its own .cu files; on the GPU machine's 16 cores, several at once)."""
+    from concurrent.futures import ThreadPoolExecutor
     out.mkdir(parents=True, exist_ok=True)
-    for m in MODULES:
-        spec = spec_for(*m)
-        if only and not any(x in spec.name for x in only):
-            continue
-        dst = out / spec.name / f"{spec.name}.so"
-        if dst.is_file():
-            print(f"have  {spec.name}", flush=True)
-            continue
-        t = time.time()
-        spec.build(verbose=False)
-        so = spec.jit_library_path
-        dst.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(so, dst)
-        print(f"built {spec.name} in {time.time() - t:.0f} s ({dst.stat().st_size / 1e6:.1f} MB)", flush=True)
+    todo = [m for m in MODULES if not only or any(x in spec_for(*m).name for x in only)]
+    with ThreadPoolExecutor(max(1, jobs)) as pool:
+        for line in pool.map(lambda m: build_one(m, out), todo):
+            print(line, flush=True)
     return 0
 
 
 if __name__ == "__main__":
-    if len(sys.argv) < 2:
+    args = [a for a in sys.argv[1:] if not a.startswith("--jobs=")]
+    jobs = int(next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--jobs=")), "1"))
+    if not args:
         sys.exit(__doc__)
-    sys.exit(main(Path(sys.argv[1]), sys.argv[2:]))
+    sys.exit(main(Path(args[0]), args[1:], jobs))

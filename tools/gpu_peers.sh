@@ -52,6 +52,9 @@ for phase in "$@"; do
             python3 -c "import torch;print('torch', torch.__version__, 'cudnn', torch.backends.cudnn.version())"
             ls /root/fa3/ 2>/dev/null; bash tools/flashinfer.sh stage ;;
     stage2) bash tools/flashinfer.sh stage && source tools/site.sh
+            # the modules bench26 and production use, all at once on 16 cores (those prebuilt are skipped);
+            # they come back in $OUT/fi-aot: copy them to .fi-c/aot here to carry them next time
+            python3 tools/flashinfer_aot.py "$OUT/fi-aot" --jobs=7 2>&1 | grep -v INFO
             mkdir -p "$R"; KSEEK_FLASHINFER_JIT=1 ks eval "$K" --grid bench26 --baseline fa3,flashinfer --graph \
               --scenarios 7,20,25 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm
             ls /root/.cache/flashinfer/*/*/cached_ops 2>/dev/null | sed 's/^/jit-built: /' ;;
