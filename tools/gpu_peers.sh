@@ -43,7 +43,7 @@ print(f"{meta.get('grid'):10} {sys.argv[1].rstrip('/').split('/')[-1][:38]:38} c
 EOF
   done
   b=($(ls -d "$R"/bench/*/ 2>/dev/null | tail -2))
-  [ ${#b[@]} = 2 ] && ks peers --repeat "${b[0]}" "${b[1]}" | tail -3
+  [ ${#b[@]} = 2 ] && ks triage "${b[0]}" --repeat "${b[1]}" | sed -n '/== repeatability/,$p' 
 }
 for phase in "$@"; do
   echo "=== $phase $(date -u +%H:%M:%S)"

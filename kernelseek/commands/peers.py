@@ -2,8 +2,9 @@
 every available baseline (cuDNN, FA4, FA3, FlashInfer, FA2, ...) timed per call and in CUDA-graph replay
 on a grid, written as a run directory plus its markdown table (peers.md).
 
-`kernelseek peers --from RUN_DIR` prints the table of a recorded run (no GPU needed; --out FILE writes it); `--repeat RUN_A
-RUN_B` says how far each row's speedup moved between two runs, per call and in graph replay. On the GPU
+`kernelseek peers --from RUN_DIR` prints the table of a recorded run (no GPU needed; --out FILE writes
+it); `kernelseek triage RUN_A --repeat RUN_B` says how far each row's speedup moved between two runs, per
+call and on the graph measure. On the GPU
 machine stage the peers first (tools/fa3.sh stage, tools/flashinfer.sh stage; FA4 per ../shared/tools/fa4):
 a baseline that is not there is listed as unavailable, with why, under the table.
 """
@@ -24,8 +25,6 @@ def register(subparsers) -> None:
     p.add_argument("--baseline", default=P.PEER_BASELINE, help="baselines to time (default best: all available)")
     p.add_argument("--from", dest="from_run", metavar="RUN_DIR", help="rebuild the table of a recorded run")
     p.add_argument("--out", metavar="FILE", help="with --from: also write the table to FILE (markdown)")
-    p.add_argument("--repeat", nargs=2, metavar=("RUN_A", "RUN_B"),
-                   help="how much each row's speedup moved between two runs, per call and in graph replay (3%% rule)")
     p.add_argument("--budget", type=float, default=0.4, help="seconds of timed calls per implementation and scenario")
     p.add_argument("--timeout", type=float, default=600.0, help="seconds per scenario before the worker is killed")
     p.add_argument("--runs-dir", default="runs/peers")
@@ -34,14 +33,6 @@ def register(subparsers) -> None:
 
 
 def run(args) -> int:
-    if args.repeat:
-        from .. import results as R
-        loaded = []
-        for path in args.repeat:
-            with user_input(path):
-                loaded.append(R.load(existing(path, "run directory"))[0])
-        print(P.repeat_report(*loaded))
-        return 0
     if args.from_run:
         from .. import results as R
         with user_input(args.from_run):

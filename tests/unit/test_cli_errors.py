@@ -60,7 +60,6 @@ CASES: dict[str, list] = {
     "peers": [None if GPU else (["peers", K, "--grid", "smoke", "--runs-dir", "{T}/runs"], 2, "--from RUN_DIR"),
               (["peers", "--from", "{T}/emptydir"], 2, "emptydir/results.json: no results file"),
               (["peers", "--from", "{T}/notjson"], 2, "notjson/results.json: not valid JSON"),
-              (["peers", "--repeat", RUN, "{T}/none"], 2, "none: no such run directory"),
               (["peers", K, "--grid", "nosuch"], 2, "grid 'nosuch'"),
               (["peers", K, "--baseline", "nosuch"], 2, "unknown baseline 'nosuch'")],
     "grid": [(["grid", "{T}/latin.yaml"], 2, "latin.yaml: not valid YAML"),

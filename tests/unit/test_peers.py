@@ -315,14 +315,15 @@ def test_peers_command_prints_and_writes_a_recorded_runs_table(tmp_path):
 
 
 def test_repeatability_on_the_graph_measure(tmp_path):
+    from kernelseek import compare as C
     a, _ = R.load(_run(tmp_path, "a", graph_dec=0.40, graph_pre=2.00))
-    b, _ = R.load(_run(tmp_path, "b", graph_dec=0.404, graph_pre=2.10))   # moves 1.0% and 4.8%
-    rep = {x["scenario"]: x["change"] for x in P.repeatability(a, b, "graph")}
-    assert rep["dec"] == pytest.approx(0.4 / 0.404 - 1, abs=1e-9) or rep["dec"] == pytest.approx(1 - 0.4 / 0.404)
-    assert rep["pre"] == pytest.approx(1 - 2.0 / 2.1)
-    text = P.repeat_report(a, b)
-    assert "graph: 2 rows with a speedup in both runs, largest move 4.8%, 1 at or above 3% -> NOT repeatable" in text
-    assert "per call: 2 rows" in text and "0 at or above 3% -> repeatable" in text
+    b, _ = R.load(_run(tmp_path, "b", graph_dec=0.404, graph_pre=2.10))   # graph speedups move 1.0% and 4.8%
+    assert C.graph_speedups(a) == {"dec": pytest.approx(1.25), "pre": pytest.approx(0.25)}
+    rep = C.repeatability([("a", a), ("b", b)]).iloc[0]
+    assert rep.graph_rows == 2 and rep.over_tol == 0                        # per call: nothing moved
+    assert [k for k, _ in rep.graph_over] == ["pre"] and rep.graph_max_move == pytest.approx(1 - 2.0 / 2.1)
+    text = C.format_repeatability(C.repeatability([("a", a), ("b", b)]))
+    assert "on the CUDA-graph measure: 1 of 2 rows over 3%; largest move 4.8% (pre)" in text
 
 
 # ---- the production grid ---------------------------------------------------------------------------------
