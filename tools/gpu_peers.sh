@@ -6,9 +6,13 @@
 #   bash tools/gpu_peers.sh PHASE...
 # Phases, in call order (carry: git-ignored paths that call needs; .whl = pyelftools for the build check):
 #   stage1   carry .whl .fa3 .fi-a   FA3 unpacked (~1 s), FlashInfer's first half + deps collected
-#   stage2   carry .whl .fi-b [.fi-c] FlashInfer assembled, unpacked, imported; prebuilt modules dropped in;
-#                                    then `fiwarm`: bench26 rows 7, 20, 25 against fa3,flashinfer with --graph,
-#                                    which JIT-compiles any module not prebuilt (tens of s each, 16 cores)
+#   stage2   carry .whl .fi-b [.fi-c] FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
+#                                    in; the modules bench26/production need and .fi-c lacks are compiled, 7 at
+#                                    a time on 16 cores (tools/flashinfer_aot.py; they also come back in
+#                                    $OUT/fi-aot: copy them to .fi-c/aot here for the next fresh machine). If the
+#                                    call runs out of time, run stage2 again: ninja resumes where it stopped
+#   fiwarm   carry .whl              bench26 rows 7, 20, 25 against fa3,flashinfer with --graph: both checked,
+#                                    both captured, before the long phases (~30 s)
 #   bench    carry .whl              bench26 against best, --graph (run it in two consecutive calls: the
 #                                    second call's table shows each row's move between the two runs)
 #   prod     carry .whl              the production grid (kernelseek/grids/production.yaml) against best, --graph
@@ -25,7 +29,7 @@ cd "$(dirname "$0")/.."
 source tools/site.sh      # pyelftools, FA3 (if .fa3 carried), FA4/FlashInfer (if staged), PYTHONPATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
 K=${KERNEL:-kernels/fa3_hopper}
-R=/root/peers-runs          # outside the checkout: survives between calls on a warm machine
+R=${PEERS_RUNS:-/root/peers-runs}   # outside the checkout: survives between calls on a warm machine
 ks() { python3 -m kernelseek "$@"; }
 ev() { ks eval "$K" --baseline best --graph --no-progress --runs-dir "$R/$1" "${@:2}" | tail -4; }
 pack() { tar czf "$OUT/peers-$1-$(date -u +%H%M%S).tgz" -C "$R" "$1" 2>/dev/null; }
@@ -55,9 +59,9 @@ for phase in "$@"; do
             # the modules bench26 and production use, all at once on 16 cores (those prebuilt are skipped);
             # they come back in $OUT/fi-aot: copy them to .fi-c/aot here to carry them next time
             python3 tools/flashinfer_aot.py "$OUT/fi-aot" --jobs=7 2>&1 | grep -v INFO
-            mkdir -p "$R"; KSEEK_FLASHINFER_JIT=1 ks eval "$K" --grid bench26 --baseline fa3,flashinfer --graph \
-              --scenarios 7,20,25 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm
             ls /root/.cache/flashinfer/*/*/cached_ops 2>/dev/null | sed 's/^/jit-built: /' ;;
+    fiwarm) mkdir -p "$R"; KSEEK_FLASHINFER_JIT=1 ks eval "$K" --grid bench26 --baseline fa3,flashinfer --graph \
+              --scenarios 7,20,25 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm ;;
     bench)  ev bench --grid bench26; pack bench ;;
     prod)   ev prod --grid production --timeout 400; pack prod
             ks peers --from "$(ls -d "$R"/prod/*/ | tail -1)" --out "$OUT/peers-production.md" | sed -n '7,26p' ;;

@@ -74,3 +74,28 @@ def test_baseline_graph_replay_matches_eager(name):
     assert 0 < p10 <= ms <= p90
     got, _ = bound.result(outs[-1])                # the captured call's output, after the last replay
     assert torch.equal(got, eager)
+
+
+def test_eval_with_graph_times_every_capturable_baseline_and_records_their_sources(tmp_path):
+    from pathlib import Path
+
+    from kernelseek import evaluate as E
+    grid = tmp_path / "g.yaml"
+    grid.write_text("grid: g\nscenarios:\n"
+                    "- {name: pre, batch: 2, seqlen_q: 256, seqlen_k: 256, heads_q: 8, heads_kv: 2, head_dim: 128, causal: true}\n"
+                    "- {name: dec, batch: 8, seqlen_q: 1, seqlen_k: 1000, heads_q: 32, heads_kv: 8, head_dim: 128,"
+                    " page_size: 16, kind: decode}\n")
+    repo = Path(__file__).resolve().parents[2]
+    run, rows, meta = E.evaluate(str(repo / "kernels" / "naive_fwd.cu"), str(grid), baseline="best", graph=True,
+                                 budget_s=0.1, runs_dir=str(tmp_path / "runs"), progress=False)
+    for r in rows:
+        assert r.status == "passed", r.reason
+        assert r.graph_ms and r.graph_ms > 0
+        timed = {n: b for n, b in r.baselines.items() if b.get("status") == "passed"}
+        assert timed, r.baselines
+        for n, b in timed.items():
+            assert b.get("graph_ms") or b.get("graph_note"), (r.scenario, n, b)
+        if r.baseline_graph:
+            assert r.graph_speedup == pytest.approx(r.baseline_graph_ms / r.graph_ms)
+    assert rows[0].baselines["cudnn"]["graph_ms"] > 0                      # cuDNN is capturable
+    assert all(v.get("from") for v in meta["baselines_ran"].values()), meta["baselines_ran"]
