@@ -7,7 +7,7 @@
 # Phases, in call order (carry: git-ignored paths that call needs; .whl = pyelftools for the build check):
 #   stage1   carry .whl .fa3 .fi-a   FA3 unpacked (~1 s), FlashInfer's first half + deps collected
 #   stage2   carry .whl .fi-b [.fi-c] FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
-#                                    in; the modules bench26/production need and .fi-c lacks are compiled, 7 at
+#                                    in; the modules bench26/production need and .fi-c lacks are compiled, 6 at
 #                                    a time on 16 cores (tools/flashinfer_aot.py; they also come back in
 #                                    $OUT/fi-aot: copy them to .fi-c/aot here for the next fresh machine). If the
 #                                    call runs out of time, run stage2 again: ninja resumes where it stopped
@@ -58,7 +58,11 @@ for phase in "$@"; do
     stage2) bash tools/flashinfer.sh stage && source tools/site.sh
             # the modules bench26 and production use, all at once on 16 cores (those prebuilt are skipped);
             # they come back in $OUT/fi-aot: copy them to .fi-c/aot here to carry them next time
-            python3 tools/flashinfer_aot.py "$OUT/fi-aot" --jobs=7 2>&1 | grep -v INFO
+            # 6 modules at once x 3 nvcc each: 18 compiles on 16 cores, within memory (CUTLASS sm90 TUs take GBs);
+            # stopped before the call's limit: stage2 again resumes (ninja keeps what it built)
+            MAX_JOBS=3 timeout ${FI_BUILD_S:-470} python3 tools/flashinfer_aot.py "$OUT/fi-aot" --jobs=6 batch_prefill 2>&1 | grep -v INFO
+            echo "flashinfer: modules built: $(ls -d /root/.cache/flashinfer/*/*/cached_ops/*/ 2>/dev/null | wc -l) in the JIT cache," \
+                 "$(ls /root/flashinfer/site/flashinfer/data/aot 2>/dev/null | wc -l) prebuilt"
             ls /root/.cache/flashinfer/*/*/cached_ops 2>/dev/null | sed 's/^/jit-built: /' ;;
     fiwarm) mkdir -p "$R"; KSEEK_FLASHINFER_JIT=1 ks eval "$K" --grid bench26 --baseline fa3,flashinfer --graph \
               --scenarios 7,20,25 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm ;;
