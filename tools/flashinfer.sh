@@ -5,7 +5,8 @@
 #   bash tools/flashinfer.sh prepare   here: download flashinfer-python 0.7.2.post1 (62 MB, pure Python + its
 #                                      JIT sources) and the deps the GPU image lacks (apache-tvm-ffi cp312,
 #                                      nvidia-ml-py, einops, tabulate, requests and its deps, tqdm,
-#                                      packaging); split: .fi-a (first half + deps, ~35 MB), .fi-b (second half)
+#                                      packaging; cuRAND's headers); split: .fi-a (first half + deps, ~35 MB),
+#                                      .fi-b (second half)
 #   bash tools/flashinfer.sh aot       here, optional and slow (minutes per module on 2 cores): build the JIT
 #                                      modules bench26 and the production grid use for sm_90a into .fi-c/
 #                                      (tools/flashinfer_aot.py), so the H200 loads them instead of compiling
@@ -22,9 +23,10 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VER=0.7.2.post1
 WHEEL=flashinfer_python-$VER-py3-none-any.whl
-DEST=/root/flashinfer
+DEST=${FI_DEST:-/root/flashinfer}   # where the GPU machine keeps it (tests: a temporary folder)
 dl() { python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
-         --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 "$@"; }
+         --platform manylinux_2_28_x86_64 --platform manylinux_2_27_x86_64 --platform manylinux_2_17_x86_64 \
+         --platform manylinux2014_x86_64 "$@"; }
 case "${1:-}" in
   prepare)
     [ -f .fi-b/part.ab ] && { du -sh .fi-a .fi-b; exit 0; }
@@ -33,6 +35,11 @@ case "${1:-}" in
     mkdir -p .fi-a/deps .fi-b
     dl -d .fi-a/deps apache-tvm-ffi==0.1.15.post2 nvidia-ml-py einops tabulate requests urllib3 idna certifi \
       charset-normalizer tqdm packaging
+    # FlashInfer's Hopper kernels include curand_kernel.h (through CUTLASS); a toolkit without cuRAND's
+    # headers (this machine's; maybe the GPU image's) gets them from cuRAND's cu13 wheel (2 MB of headers)
+    dl -d "$tmp" nvidia-curand==10.4.4.72
+    mkdir -p .fi-a/curand/include
+    python3 -c "import sys,zipfile,os; z=zipfile.ZipFile(sys.argv[1]); [open('.fi-a/curand/include/'+os.path.basename(n),'wb').write(z.read(n)) for n in z.namelist() if '/include/' in n and n.endswith('.h')]" "$tmp"/nvidia_curand-*.whl
     split -n 2 -d "$tmp/$WHEEL" "$tmp/part."
     mv "$tmp/part.00" .fi-a/part.aa; mv "$tmp/part.01" .fi-b/part.ab
     (cd "$tmp" && md5sum $WHEEL | awk '{print $1}') > .fi-a/wheel.md5
@@ -49,7 +56,8 @@ case "${1:-}" in
     # the modules link -lcuda but call only the runtime API: an empty libcuda.so.1 stands in for the driver here
     echo "void kseek_libcuda_stub(void){}" > /tmp/fi-aot-stub/s.c
     gcc -shared -fPIC -Wl,-soname,libcuda.so.1 -o /tmp/fi-aot-stub/libcuda.so /tmp/fi-aot-stub/s.c
-    PYTHONPATH=$site FLASHINFER_EXTRA_LDFLAGS=-L/tmp/fi-aot-stub FLASHINFER_CUDA_ARCH_LIST=9.0a \
+    inc=""; [ -f "${CUDA_HOME:-/usr/local/cuda}/include/curand_kernel.h" ] || inc="-I$PWD/.fi-a/curand/include"
+    PYTHONPATH=$site FLASHINFER_EXTRA_LDFLAGS=-L/tmp/fi-aot-stub FLASHINFER_CUDA_ARCH_LIST=9.0a FLASHINFER_EXTRA_CUDAFLAGS="$inc" \
       FLASHINFER_WORKSPACE_BASE=/tmp/fi-aot-ws CUDA_HOME=${CUDA_HOME:-/usr/local/cuda} MAX_JOBS=${MAX_JOBS:-2} \
       python3 tools/flashinfer_aot.py .fi-c/aot "${@:2}"
     du -sh .fi-c ;;
@@ -57,10 +65,10 @@ case "${1:-}" in
     mkdir -p $DEST
     for d in .fi-a .fi-b .fi-c; do [ -d $d ] && cp -r $d/. $DEST/; done
     cd $DEST
-    for p in part.aa part.ab; do
-      [ -f $p ] || { echo "flashinfer: staged $(ls part.* 2>/dev/null | tr '\n' ' '); next, the call that carries the next part"; exit 0; }
-    done
-    if [ ! -f site/flashinfer/__init__.py ]; then
+    if [ ! -f site/flashinfer/__init__.py ]; then    # once per machine: a later call only adds modules
+      for p in part.aa part.ab; do
+        [ -f $p ] || { echo "flashinfer: staged $(ls part.* 2>/dev/null | tr '\n' ' '); next, the call that carries the next part"; exit 0; }
+      done
       cat part.aa part.ab > $WHEEL
       [ "$(md5sum $WHEEL | awk '{print $1}')" = "$(cat wheel.md5)" ] || { echo "flashinfer: reassembled wheel is corrupt"; exit 1; }
       rm -rf site && mkdir site && python3 -m zipfile -e $WHEEL site && rm -f part.aa part.ab

@@ -10,6 +10,9 @@ fi
 # FlashInfer, when staged (tools/flashinfer.sh stage); its JIT builds for sm_90a only, on all 16 cores
 [ -f /root/flashinfer/pythonpath ] && export PYTHONPATH=$PYTHONPATH:$(cat /root/flashinfer/pythonpath)
 export FLASHINFER_CUDA_ARCH_LIST=${FLASHINFER_CUDA_ARCH_LIST:-9.0a} MAX_JOBS=${MAX_JOBS:-16}
+# its Hopper kernels include curand_kernel.h: from the carried headers when the toolkit has none
+[ -f /usr/local/cuda/include/curand_kernel.h ] || [ ! -d /root/flashinfer/curand/include ] || \
+  export FLASHINFER_EXTRA_CUDAFLAGS="-I/root/flashinfer/curand/include"
 export PYTHONPATH=.${PYTHONPATH:+:$PYTHONPATH} PYTHONUNBUFFERED=1
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-/root/kseek-cache}
 [ -f .fa3/_vllm_fa3_C.abi3.so.xz ] && bash tools/fa3.sh stage >/dev/null   # FA3 for the fa3 baseline, if carried
