@@ -7,18 +7,20 @@ Which FlashInfer call computes which scenario (all in FlashInfer's "NHD" layout,
 - dense and varlen prefill: BatchPrefillWithRaggedKVCacheWrapper over the packed sequences
   (dense q [B,Sq,Hq,D] is a view [B*Sq,Hq,D] with uniform indptr); backend "auto", which on Hopper
   picks FlashInfer's FA3 kernels for head dims 64/128/256.
-Semantics checked against ours: causal is bottom-right aligned in both; a window (left, 0) with causal
-is FlashInfer's window_left; softcap is logits_soft_cap over scaled logits; sm_scale is ours. A page
-table becomes CSR (indptr over pages, the pages of each sequence in order, last_page_len); a sequence
-of zero keys has no CSR form there, so such scenarios are declined. plan() (host scheduling, once per
-batch shape in a serving engine, shared by all layers) runs in bind(), outside the timed call, like
-FA3's cu_seqlens; the timed call is run(). The check compares O only (FlashInfer's LSE is base 2).
+Semantics checked against ours: causal is bottom-right aligned in both; a window (left, 0) is FlashInfer's
+causal with window_left (a window with keys right of the diagonal is declined); softcap is logits_soft_cap
+over scaled logits; sm_scale is ours. A page table becomes CSR (indptr over pages, the pages of each
+sequence in order, last_page_len); a sequence of zero keys has no CSR form there, so it is declined.
+plan() (host scheduling, once per batch shape in a serving engine, shared by all layers) runs in
+bind(), outside the timed call, like FA3's cu_seqlens; the timed call is run(). The check compares O
+only (FlashInfer's LSE is base 2). fp8, sinks, left padding and head dims 96/192 are declined here.
 
 Where it is loaded from: an importable `flashinfer` (tools/flashinfer.sh stages the wheel on the GPU
 machine into /root/flashinfer/site and prints the PYTHONPATH). Its version, file path and the JIT/AOT
 module folder go into the baseline's version string and `where()`, so a run's meta says which ran.
-Each new (dtype, head dim, window, softcap) combination is a JIT compile on first use (nvcc, tens of
-seconds); tools/flashinfer.sh stages prebuilt modules when they were carried.
+Each new (dtype, head dim, window, softcap) combination is a JIT compile on first use (nvcc, minutes of
+CPU); tools/flashinfer.sh stages prebuilt modules when they were carried; KSEEK_FLASHINFER_JIT=0 declines
+a scenario whose module is not built (module_name, module_state).
 """
 from __future__ import annotations
 
@@ -70,8 +72,8 @@ def decline(s) -> str:
     if min(s.q_lens()) <= 0:
         return "a sequence with zero queries"
     left, right = s.effective_window
-    if (left >= 0 or right >= 0) and not (s.causal and right == 0):
-        return "a window that is not (left, 0) with causal (FlashInfer has only a left window)"
+    if right > 0 or (right < 0 and left >= 0):
+        return "a window with keys right of the diagonal (FlashInfer: causal, with a left window or none)"
     if s.heads_q % s.heads_kv:
         return "heads_q not a multiple of heads_kv"
     dims = DECODE_HEAD_DIMS if _is_decode(s) else PREFILL_HEAD_DIMS
@@ -167,6 +169,11 @@ def _torch_dtype(s):
     return torch.float16 if s.dtype == "fp16" else torch.bfloat16
 
 
+def _causal(s) -> bool:
+    """FlashInfer's causal flag: our effective window ends on the diagonal (causal, or a window (L, 0))."""
+    return s.effective_window[1] == 0
+
+
 def _common(s) -> dict:
     left, _ = s.effective_window
     return dict(window_left=left if left >= 0 else -1, logits_soft_cap=float(s.softcap) or None,
@@ -193,7 +200,7 @@ def _bind_paged_prefill(fi, s, inp) -> Bound:
     qo = torch.arange(0, (s.n_batch + 1) * s.seqlen_q, s.seqlen_q, dtype=torch.int32, device=inp.q.device)
     w = fi.BatchPrefillWithPagedKVCacheWrapper(_workspace(inp.q.device), "NHD")
     w.plan(qo, indptr, indices, last, s.heads_q, s.heads_kv, s.head_dim, s.page_size,
-           head_dim_vo=s.dv, causal=s.causal, **_common(s))
+           head_dim_vo=s.dv, causal=_causal(s), **_common(s))
     q = inp.q.view(s.n_batch * s.seqlen_q, s.heads_q, s.head_dim)
     kv = (inp.k, inp.v)
     return Bound(lambda: w.run(q, kv), lambda o: (o.view(s.n_batch, s.seqlen_q, s.heads_q, s.dv), None))
@@ -213,7 +220,7 @@ def _bind_ragged(fi, s, inp) -> Bound:
         k = inp.k.view(b * s.seqlen_k, s.heads_kv, s.head_dim)
         v = inp.v.view(b * s.seqlen_k, s.heads_kv, s.dv)
     w = fi.BatchPrefillWithRaggedKVCacheWrapper(_workspace(dev), "NHD")
-    w.plan(qo, kvp, s.heads_q, s.heads_kv, s.head_dim, head_dim_vo=s.dv, causal=s.causal, **_common(s))
+    w.plan(qo, kvp, s.heads_q, s.heads_kv, s.head_dim, head_dim_vo=s.dv, causal=_causal(s), **_common(s))
 
     def result(o):
         return (o if s.varlen else o.view(s.n_batch, s.seqlen_q, s.heads_q, s.dv)), None

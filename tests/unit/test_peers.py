@@ -145,7 +145,8 @@ def test_csr_pages_read_the_keys_the_reference_reads():
 
 @pytest.mark.parametrize("kw, why", [
     (dict(dtype="fp8"), "fp8"),
-    (dict(window=(128, 64), causal=False), "window"),        # two-sided: FlashInfer has a left window only
+    (dict(window=(128, 64), causal=False), "right of the diagonal"),   # two-sided: FlashInfer has a left window only
+    (dict(window=(128, -1), causal=False), "right of the diagonal"),
     (dict(head_dim=96), "head_dim 96"),
     (dict(batch=2, cache_seqlens=(0, 40), page_size=16, seqlen_q=1, kind="decode"), "zero keys"),
     (dict(batch=2, cache_seqlens=(10, 40)), "contiguous cache"),
