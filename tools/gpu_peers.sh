@@ -20,9 +20,10 @@
 #   hopperB  carry .whl              paged + decode blocks (102 rows); FlashInfer only where its module is
 #                                    built already (KSEEK_FLASHINFER_JIT=0: no compile time on these)
 #   table    (any)                   the short tables again, from every run dir still on the machine
-# FA4 (three more calls, ../shared/tools/fa4/README.md): carry .fa4-a/.fa4-b/.fa4-c with `bash .fa4-X/stage.sh`
-# before `bench`; tools/site.sh then puts it on PYTHONPATH and `best` includes it. It compiles per shape
-# (seconds each) on first use, so it costs more device time on every grid: leave it out when time is short.
+# FA4 (optional; three more calls, ../shared/tools/fa4/README.md): phases fa4a, fa4b, fa4c carrying .fa4-a,
+# .fa4-b, .fa4-c in turn, before `bench`; tools/site.sh then puts it on PYTHONPATH and `best` includes it.
+# It compiles per shape (seconds each) on first use, on every grid (210 shapes on hopper): it costs device
+# time well beyond its three calls, so leave it out when time is short (its numbers are in ../shared/reference).
 # Each phase packs the run dirs it made into $OUT/peers-<phase>-<HHMMSS>.tgz and prints a short table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -71,6 +72,7 @@ for phase in "$@"; do
             ks peers --from "$(ls -d "$R"/prod/*/ | tail -1)" --out "$OUT/peers-production.md" | sed -n '7,26p' ;;
     hopperA) KSEEK_FLASHINFER_JIT=0 ev hopperA --grid hopper --scenarios dense_,varlen_ --budget 0.15; pack hopperA ;;
     hopperB) KSEEK_FLASHINFER_JIT=0 ev hopperB --grid hopper --scenarios paged_,decode_ --budget 0.15; pack hopperB ;;
+    fa4a|fa4b|fa4c) bash ".fa4-${phase#fa4}/stage.sh" ;;   # optional, before bench: carry .fa4-a, -b, -c in turn
     table)  ;;
     *) echo "unknown phase $phase" ;;
   esac
