@@ -159,6 +159,11 @@ def _backed_by(dist_name: str, module_file) -> str:
     libs = {Path(e.locate()).resolve() for e in files if str(e).endswith(".so")}
     loaded = {Path(getattr(m, "__file__", "") or "").resolve() for m in list(sys.modules.values())
               if str(getattr(m, "__file__", "") or "").endswith(".so")}
+    try:                                              # or mapped another way (torch.ops.load_library)
+        with open("/proc/self/maps") as f:
+            loaded |= {Path(ln.split()[-1]).resolve() for ln in f if ln.rstrip().endswith(".so")}
+    except OSError:
+        pass
     if not libs & loaded:
         return f"no compiled extension of {dist_name} is loaded (FA3's kernels live in one)"
     return ""
