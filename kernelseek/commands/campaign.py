@@ -1,5 +1,7 @@
 """`kernelseek campaign run | matrix | resume | restore | status`: agent campaigns (kernelseek/campaign.py).
 
+`restore RUN REF --fork | --rollback` also records the branch in the trace (kernelseek/branching.py).
+
 A folder that is not a campaign (no config.json), a missing kernel or goal file, or a bad budget is
 one line naming it, exit 2. run, resume: exit 0 when the goal was met, else 1.
 """
@@ -71,9 +73,17 @@ def register(subparsers) -> None:
     u.add_argument("run", help="the campaign directory")
     _budget_args(u, defaults=False)
     u.set_defaults(func=_cmd_resume)
-    t = s.add_parser("restore", help="put a kept kernel version back into the workspace")
+    t = s.add_parser("restore", help="put a kept kernel version back into the workspace; --fork or --rollback "
+                     "also records a branch event in the trace (nothing is deleted)")
     t.add_argument("run")
     t.add_argument("ref", help="an evaluation number or a version hash prefix")
+    how = t.add_mutually_exclusive_group()
+    how.add_argument("--fork", action="store_const", const="fork", dest="action",
+                     help="open a new line from that evaluation (the current line stays a candidate)")
+    how.add_argument("--rollback", action="store_const", const="rollback", dest="action",
+                     help="give up the current line: its steps since that evaluation count as discarded")
+    t.add_argument("--by", default="human", choices=("human", "agent", "harness"), help="who decided it")
+    t.add_argument("--reason", default="", help="why, in a line (kept in the event)")
     t.set_defaults(func=_cmd_restore)
     st = s.add_parser("status", help="a campaign's outcome row")
     st.add_argument("run")
@@ -175,6 +185,13 @@ def _cmd_resume(a) -> int:
 def _cmd_restore(a) -> int:
     from ..agent.tools import restore
     _campaign_dir(a.run)
+    if a.action:
+        from ..branching import branch
+        with user_input(errors=(OSError, KeyError, ValueError)):
+            ev = branch(a.run, a.ref, a.action, a.by, a.reason)
+        print(f"{a.action} {ev['branch']} from evaluation {ev['from_eval']} (step {ev['from_step']} of "
+              f"{ev['at_step']}; {ev['discarded_steps']} steps discarded): restored {ev['restored']}")
+        return 0
     with user_input(errors=(OSError, KeyError, ValueError)):
         dest = restore(a.run, a.ref)
     print(f"restored {dest}")
