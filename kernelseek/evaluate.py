@@ -25,6 +25,7 @@ from . import results as R
 from . import store
 from .paths import REPO
 from .scenarios import Scenario, load_grid, select
+from .worker_pair import violated
 
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
@@ -62,6 +63,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
               "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms"):
         setattr(row, k, reply.get(k))
     row.runcheck = reply.get("runcheck") or ""
+    row.corroboration = reply.get("corroboration") or {}
     bl = reply.get("baselines") or {}
     row.baselines = bl
     _pick_baseline(row, bl, reply)
@@ -282,10 +284,10 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w, scratch = _worker(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine,
-                         _defence_env(so, defence, meta))
+    w, scratch = _workers(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine,
+                          _defence_env(so, defence, meta), check_only)
     t = time.perf_counter()
-    info = w.request({"op": "meta"}, timeout=180)
+    info = w.request({"op": "meta"}, timeout=180)     # the trusted worker's GPU and libraries
     phases["worker_start_s"] = time.perf_counter() - t
     meta["env"] = info
     lines = peaks.lines_for(info.get("gpu"))
@@ -301,17 +303,25 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
                    "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence,
                    "graph": graph}
-            reply = w.request(req, timeout=timeout_s)
+            reply = w.scenario(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
             note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, lines))
+            if w.violation:                              # protocol.py: no reply of it can be believed
+                violated(rows, w.violation)
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
-        w.close()
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-    meta["worker_restarts"] = w.restarts
+        for x in (w.cand, w.base):
+            if x is not None:
+                x.close()                                # a last look for bytes nobody asked for
+        for d in scratch:
+            shutil.rmtree(d, ignore_errors=True)
+    if w.violation:
+        violated(rows, w.violation)
+        meta["protocol_violation"] = w.violation
+    meta["worker_restarts"] = w.cand.restarts
+    meta["baseline_worker_restarts"] = w.base.restarts if w.base else None
     meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
@@ -379,6 +389,20 @@ def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: b
         return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
     from .worker import Worker
     return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
+
+
+def _workers(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict,
+             check_only: bool):
+    """(worker_pair.WorkerPair, scratch folders): the candidate's worker, which loads `so` and runs no
+    baseline, and the trusted baseline worker, which never loads candidate code (none when checking
+    only). Both get the same settings and confinement."""
+    from .worker_pair import WorkerPair
+    cand, s1 = _worker(worker_cmd, so, "none", arch, log_path, confine, extra_env)
+    if check_only:
+        return WorkerPair(cand, None), [d for d in (s1,) if d]
+    base_log = Path(log_path).with_name("worker_baseline.log")
+    base, s2 = _worker(worker_cmd, None, baseline, arch, base_log, confine, extra_env)
+    return WorkerPair(cand, base), [d for d in (s1, s2) if d]
 
 
 def _progress(items, on: bool):

@@ -18,11 +18,14 @@ from __future__ import annotations
 import json
 import os
 import selectors
+import signal
 import subprocess
 import sys
 import time
 import traceback
 from pathlib import Path
+
+from . import protocol
 
 
 # ======================================================================= parent side ===========
@@ -46,6 +49,8 @@ class Worker:
         self.restarts = 0
         self._started = 0
         self._buf = b""
+        self.violation = ""                  # the first reply-protocol violation seen (protocol.py)
+        self.last_wall_s: float | None = None  # the last request's wall time, write to reply (monotonic)
 
     def _start(self):
         err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -63,7 +68,40 @@ class Worker:
         self.proc = None
 
     def close(self):
+        self.check_stray()
         self.kill()
+
+    def pause(self) -> None:
+        """Stop the worker's whole process group (SIGSTOP) while another worker times: threads the
+        candidate left running can then enqueue nothing."""
+        self._signal(signal.SIGSTOP)
+
+    def resume(self) -> None:
+        self._signal(signal.SIGCONT)
+
+    def _signal(self, sig) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                os.killpg(self.proc.pid, sig)
+            except (ProcessLookupError, PermissionError):
+                pass
+
+    def check_stray(self) -> str:
+        """A violation when bytes arrived since the last reply (nobody asked for them); kills the
+        worker. Returns the violation ("" if none)."""
+        if self.proc is None or self.proc.stdout is None:
+            return ""
+        extra = self._buf + protocol.stray_bytes(self.proc.stdout.fileno())
+        self._buf = b""
+        if not extra:
+            return ""
+        return self._violate(f"{len(extra)} bytes arrived between requests: {extra[:80]!r}")
+
+    def _violate(self, why: str) -> str:
+        why = f"reply protocol violated: {why}"
+        self.violation = self.violation or why
+        self.kill()
+        return why
 
     def _stderr_tail(self, n=1500) -> str:
         if not self.log_path or not self.log_path.exists():
@@ -72,19 +110,28 @@ class Worker:
         return data.decode(errors="replace")
 
     def request(self, req: dict, timeout: float) -> dict:
-        """Send one request; the reply, or {"status": "timeout"|"error", "reason": ...}."""
+        """Send one request; the reply, or {"status": "timeout"|"error", "reason": ...}. Every request
+        carries a fresh nonce the reply must echo, and exactly one line may come back (protocol.py):
+        anything else kills the worker and is kept in `violation`."""
+        stray = self.check_stray()
+        if stray:
+            return {"status": "error", "reason": stray}
         if self.proc is None or self.proc.poll() is not None:
             self.restarts += self._started                 # every start after the first is a restart
             self._started = 1
             self._start()
+        nonce = protocol.new_nonce()
+        t0 = time.monotonic()
+        self.last_wall_s = None
         try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
+            self.proc.stdin.write((json.dumps({**req, "nonce": nonce}) + "\n").encode())
             self.proc.stdin.flush()
         except (BrokenPipeError, OSError) as e:
             code = self.proc.poll()
             self.kill()
             return {"status": "error", "reason": f"worker died before the request (exit {code}): {e}; {self._stderr_tail(400)}"}
         line = self._readline(timeout)
+        self.last_wall_s = time.monotonic() - t0
         if line is None or line is _EOF:
             code = None
             if line is _EOF:                      # the child closed its end: wait for its exit code
@@ -98,10 +145,11 @@ class Worker:
             tail = self._stderr_tail()
             self.kill()
             return {"status": "error", "reason": f"worker crashed (exit {code}): {tail.strip()[-600:]}"}
+        rest, self._buf = self._buf, b""
         try:
-            reply = json.loads(line)
-            if not isinstance(reply, dict) or "status" not in reply:
-                raise ValueError("reply is not an object with a status")
+            reply = protocol.parse_reply(line, nonce, rest)
+        except protocol.Violation as e:
+            return {"status": "error", "reason": self._violate(str(e))}
         except ValueError as e:
             self.kill()
             return {"status": "error", "reason": f"malformed reply from worker ({e}): {line[:200]!r}"}
@@ -210,6 +258,7 @@ def _scenario(req: dict) -> dict:
     code check's verdict is added by serve() (defence.Defence.end)."""
     from . import timing
     from .defence import Defence, check_against_references, graph_timing, timed_impls, timing_pool
+    _LAST.clear()                                       # the previous scenario's sets: freed first
     guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     job = _Job(req)                                     # the scenario, seeded inputs, references
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
@@ -225,6 +274,7 @@ def _scenario(req: dict) -> dict:
     hooks = guard.hooks(pool, verify)
     res = timing.time_interleaved(impls, len(pool.sets), budget_s=job.budget_s, hooks=hooks)
     job.mark("timing")
+    _LAST.update(impls=impls, n_sets=len(pool.sets))    # for "burst" requests (corroborate.py)
     if cand is not None:
         guard.after_timing(pool, lambda: impls["candidate"](0), verify)
         if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
@@ -236,6 +286,27 @@ def _scenario(req: dict) -> dict:
     for name, t in res.items():
         (out if name == "candidate" else out["baselines"][name]).update(t.as_dict())
     return out
+
+
+_LAST: dict = {}                                        # the last scenario's timed calls and sets
+
+
+def _burst(req: dict) -> dict:
+    """{"op": "burst", "impl": name, "calls": n}: n back-to-back calls of an implementation timed in
+    the last scenario, rotating over its input sets, then a device-wide synchronize. The parent
+    times the request on its own clock (corroborate.py); nothing here is measured."""
+    import torch
+    from .timing import steady_host
+    n = int(req.get("calls", 0))
+    call = (_LAST.get("impls") or {}).get(req.get("impl"))
+    if n and call is None:
+        return {"status": "error", "reason": f"burst: no timed implementation {req.get('impl')!r} in the last scenario"}
+    sets = _LAST.get("n_sets", 1)
+    with steady_host():
+        for i in range(n):
+            call(i % sets)
+        torch.cuda.synchronize()
+    return {"status": "passed", "calls": n}
 
 
 def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
@@ -273,8 +344,10 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
     from . import baselines
     from .check import check_output
     s = job.s
-    picked, skipped = ([], ["check only: no baselines"]) if job.check_only else baselines.choose(spec, s)
-    stand = baselines.stand_in_for(s) if not job.check_only and stand_in else None
+    none = job.check_only or spec == "none"              # "none": the baselines run in another worker
+    picked, skipped = ([], ["check only: no baselines" if job.check_only else "none here"]) if none \
+        else baselines.choose(spec, s)
+    stand = baselines.stand_in_for(s) if not none and stand_in else None
     if stand is not None:
         picked.append(stand)                                # labeled: not the same work
     out["baselines_skipped"] = skipped
@@ -336,7 +409,7 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
         if not line.strip():
             continue
         exit_after = False
-        op = None
+        op = req = None
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -345,6 +418,8 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
                 ans["runcheck"] = defence.monitor_state()
             elif op == "scenario":
                 ans = _scenario(req)
+            elif op == "burst":
+                ans = _burst(req)
             elif op == "exit":
                 return
             else:
@@ -361,6 +436,8 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
                 ans.update(status="error", reason=f"run-time check failed: {type(e).__name__}: {e}")
         if exit_after:
             ans["_exit"] = True                           # a sticky CUDA error: ask for a fresh worker
+        if isinstance(req, dict) and "nonce" in req:      # protocol.py: the reply names its request
+            ans["nonce"] = req["nonce"]
         reply.write(json.dumps(ans, default=_jsonable) + "\n")
         reply.flush()
         if exit_after:
