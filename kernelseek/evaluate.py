@@ -284,7 +284,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w, scratch = _workers(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine,
+    w, scratch = _workers(worker_cmd, so, baseline, arch, store.Run(run), confine,
                           _defence_env(so, defence, meta), check_only)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)     # the trusted worker's GPU and libraries
@@ -391,17 +391,16 @@ def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: b
     return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
 
 
-def _workers(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict,
+def _workers(worker_cmd, so, baseline: str, arch: str, logs: "store.Run", confine: bool, extra_env: dict,
              check_only: bool):
     """(worker_pair.WorkerPair, scratch folders): the candidate's worker, which loads `so` and runs no
     baseline, and the trusted baseline worker, which never loads candidate code (none when checking
     only). Both get the same settings and confinement."""
     from .worker_pair import WorkerPair
-    cand, s1 = _worker(worker_cmd, so, "none", arch, log_path, confine, extra_env)
+    cand, s1 = _worker(worker_cmd, so, "none", arch, logs.worker_log, confine, extra_env)
     if check_only:
         return WorkerPair(cand, None), [d for d in (s1,) if d]
-    base_log = Path(log_path).with_name("worker_baseline.log")
-    base, s2 = _worker(worker_cmd, None, baseline, arch, base_log, confine, extra_env)
+    base, s2 = _worker(worker_cmd, None, baseline, arch, logs.baseline_worker_log, confine, extra_env)
     return WorkerPair(cand, base), [d for d in (s1, s2) if d]
 
 

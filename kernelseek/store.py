@@ -43,6 +43,7 @@ BUILD = "build"
 BUILD_LOG = "log.txt"               # in build/: nvcc's command line and output
 BUILD_PTXAS = "ptxas.json"          # in build/: the parsed ptxas report (registers, spills, smem)
 WORKER_LOG = "worker.log"
+BASELINE_WORKER_LOG = "worker_baseline.log"   # the trusted worker that times the baselines
 NOTEBOOKS = "notebooks"
 CONFIG = "config.json"
 GOAL = "goal.yaml"
@@ -53,7 +54,7 @@ VERSIONS = "versions"
 EVALS = "evals"
 LOCK = "lock"
 TOOL_OUTPUTS = ".kseek/outputs"     # in the workspace: full text of tool outputs the model saw cut
-FILE_NAMES = (RESULTS, RESULTS_PARQUET, META, BUILD, WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
+FILE_NAMES = (RESULTS, RESULTS_PARQUET, META, BUILD, WORKER_LOG, BASELINE_WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
               WORKSPACE, VERSIONS, EVALS, LOCK)
 
 
@@ -177,6 +178,7 @@ class Run:
     meta_file = property(lambda s: s.path / META)
     build_dir = property(lambda s: s.path / BUILD)
     worker_log = property(lambda s: s.path / WORKER_LOG)
+    baseline_worker_log = property(lambda s: s.path / BASELINE_WORKER_LOG)
     notebooks = property(lambda s: s.path / NOTEBOOKS)
 
     @classmethod

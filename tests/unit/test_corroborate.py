@@ -79,4 +79,4 @@ def test_a_worker_that_claims_2ms_but_takes_20ms_fails_and_the_honest_row_passes
     assert liar.corroboration["ratio"] > 5 and liar.speedup is None
     back, _ = R.load(run)                                        # the external times are on disk
     assert back[1].corroboration["wall_ms"] == liar.corroboration["wall_ms"]
-    assert (run / "worker_baseline.log").exists()
+    assert R.load(run) and (run / "worker_baseline.log").exists()
