@@ -387,7 +387,7 @@ def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: b
     if confine:
         from .confine import confined_worker
         return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
-    from .worker import Worker
+    from .worker_proc import Worker
     return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
 
 

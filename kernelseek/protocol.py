@@ -7,7 +7,7 @@ writes replies, so a reply is only believed when:
   - it is the only thing that came: bytes after the reply's newline in the same read, or bytes
     arriving between requests (a second reply, a thread still writing after its call returned) are a
     violation.
-A violation kills the worker (worker.Worker) and is kept (`Worker.violation`): the evaluation then
+A violation kills the worker (worker_proc.Worker) and is kept (`Worker.violation`): the evaluation then
 fails every row of that worker's library (evaluate.py), since no reply of a process that wrote one
 can be told from a forged one. Code inside the process can still read the nonce from the
 interpreter's memory and suppress the real reply; the host-code gate (host_gate.py) keeps it from
