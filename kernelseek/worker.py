@@ -146,17 +146,23 @@ def _burst(req: dict) -> dict:
     """{"op": "burst", "impl": name, "calls": n}: n back-to-back calls of an implementation timed in
     the last scenario, rotating over its input sets, then a device-wide synchronize. The parent
     times the request on its own clock (corroborate.py); nothing here is measured."""
-    import torch
-    from .timing import steady_host
+    import gc
     n = int(req.get("calls", 0))
     call = (_LAST.get("impls") or {}).get(req.get("impl"))
     if n and call is None:
         return {"status": "error", "reason": f"burst: no timed implementation {req.get('impl')!r} in the last scenario"}
     sets = _LAST.get("n_sets", 1)
-    with steady_host():
+    was = gc.isenabled()
+    gc.disable()                     # no collection pause inside (and no gc.collect(): its length
+    try:                             # depends on the process's heap, not on the calls)
         for i in range(n):
             call(i % sets)
-        torch.cuda.synchronize()
+        if n:
+            import torch
+            torch.cuda.synchronize()
+    finally:
+        if was:
+            gc.enable()
     return {"status": "passed", "calls": n}
 
 
