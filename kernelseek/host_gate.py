@@ -6,7 +6,9 @@ it and writes the reply. Code that can call `write`, `dlsym`, `PyRun_SimpleStrin
 `syscall` there can forge the reply or patch the harness. So a library is refused (one reason per
 finding, naming it) unless:
   - every undefined dynamic symbol comes from the allowlist below, bound by its symbol version to
-    the library it belongs to: the CUDA runtime and driver (all of them: they reach the GPU only),
+    the library it belongs to: the CUDA runtime and driver (all but the host callbacks,
+    cudaLaunchHostFunc and cudaStreamAddCallback, which run the candidate's code on CUDA's thread
+    after its call returned),
     nvcc's registration calls, libc/libm memory, string, math and stdout-only printf, the C++
     runtime bits nvcc and the containers emit. Refused by omission: dlopen/dlsym, every Py*/_Py*,
     file and socket I/O (open, write, read, fopen, fwrite, stdout/stderr objects: a copied FILE
@@ -23,7 +25,9 @@ finding, naming it) unless:
     there is no .preinit_array, .ctors or .dtors (a constructor or a global object's initializer is
     refused: nothing of the candidate runs before the harness calls it).
 What it cannot see: code that finds libc through the addresses of allowed functions (their GOT
-entries) and walks libc's symbol table in memory to call what it was refused. The worker's reply
+entries) and walks libc's symbol table in memory to call what it was refused; a driver function
+fetched by name at run time (cudaGetDriverEntryPoint, which fa3_hopper needs for its TMA
+descriptors), cuLaunchHostFunc included. The worker's reply
 protocol and the parent's wall-clock check (protocol.py, corroborate.py) bound what that buys.
 """
 from __future__ import annotations
@@ -68,10 +72,13 @@ _CXX = re.compile(r"^(__cxa_\w+|__gxx_personality_v0|_Unwind_\w+|__gcc_personali
                   r"_ZN?K?St\d+(bad_alloc|bad_array_new_length|exception|logic_error|runtime_error|"
                   r"length_error|out_of_range|invalid_argument|domain_error|overflow_error)\w*|"
                   r"_ZNSt9exception\w+|_ZNKSt9exception\w+)$")
+# CUDA calls that run host code of the candidate's on CUDA's own thread, after its call returned.
+_HOST_CALLBACK = re.compile(r"^(cudaLaunchHostFunc|cudaStreamAddCallback|cuLaunchHostFunc|cuStreamAddCallback)(_\w+)?$")
 _WEAK_UNVERSIONED = {"_ITM_deregisterTMCloneTable", "_ITM_registerTMCloneTable", "__gmon_start__"}
 
 # What a refused import is for (the first match names the danger in the reason).
-_DANGER = [(re.compile(r"^(dl(open|mopen|sym|vsym|info|_iterate_phdr)|_dl_\w+)$"), "loads or finds code at run time"),
+_DANGER = [(_HOST_CALLBACK, "runs the candidate's host code on CUDA's thread after its call returned"),
+           (re.compile(r"^(dl(open|mopen|sym|vsym|info|_iterate_phdr)|_dl_\w+)$"), "loads or finds code at run time"),
            (re.compile(r"^_?Py|^_ZN2at|^_ZN3c10|^_ZN5torch"), "reaches the Python interpreter or libtorch"),
            (re.compile(r"^(syscall|ptrace|prctl|seccomp|kill|tgkill|raise|signal|sigaction)$"), "system calls, signals"),
            (re.compile(r"^(fork|vfork|clone3?|execv?\w*|system|popen|posix_spawn\w*|pthread_create|"
@@ -93,7 +100,7 @@ def import_allowed(name: str, lib: str | None, weak: bool) -> bool:
     if lib is None:
         return weak and name in _WEAK_UNVERSIONED
     if lib.startswith(("libcudart.so.", "libcuda.so.")):
-        return True
+        return not _HOST_CALLBACK.match(name)
     if lib.startswith(("libc.so.", "libm.so.", "ld-linux")):
         return name in _LIBC or bool(_MATH.match(name))
     if lib.startswith(("libstdc++.so.", "libgcc_s.so.")):

@@ -116,6 +116,9 @@ def test_allowlist_rules():
                  "_ZNSolsEi", "PyRun_SimpleString"):
         assert not H.import_allowed(name, "libc.so.6", False), name
     assert H.danger("PyGILState_Ensure") and H.danger("clone") and H.danger("dup2")
+    for name in ("cudaLaunchHostFunc", "cudaStreamAddCallback", "cudaLaunchHostFunc_ptsz"):
+        assert not H.import_allowed(name, "libcudart.so.13", False) and "CUDA's thread" in H.danger(name)
+    assert not H.import_allowed("cuLaunchHostFunc", "libcuda.so.1", False)
 
 
 def test_an_unreadable_library_is_one_reason(tmp_path):
