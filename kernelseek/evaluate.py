@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,7 +24,7 @@ from . import results as R
 from . import store
 from .paths import REPO
 from .scenarios import Scenario, load_grid, select
-from .worker_pair import violated
+from .worker_pair import start_pair, violated
 
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
@@ -284,8 +283,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w, scratch = _workers(worker_cmd, so, baseline, arch, store.Run(run), confine,
-                          _defence_env(so, defence, meta), check_only)
+    w = start_pair(worker_cmd, so, baseline, arch, store.Run(run), confine, _defence_env(so, defence, meta),
+                   check_only)
     t = time.perf_counter()
     info = w.request({"op": "meta"}, timeout=180)     # the trusted worker's GPU and libraries
     phases["worker_start_s"] = time.perf_counter() - t
@@ -312,16 +311,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                 violated(rows, w.violation)
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
-        for x in (w.cand, w.base):
-            if x is not None:
-                x.close()                                # a last look for bytes nobody asked for
-        for d in scratch:
-            shutil.rmtree(d, ignore_errors=True)
-    if w.violation:
-        violated(rows, w.violation)
-        meta["protocol_violation"] = w.violation
-    meta["worker_restarts"] = w.cand.restarts
-    meta["baseline_worker_restarts"] = w.base.restarts if w.base else None
+        meta.update(w.close(rows))                       # a last look for bytes nobody asked for
     meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
@@ -379,29 +369,6 @@ def _build_hook(confine: bool):
     from .confine import confined_nvcc, require
     require("a confined evaluation")
     return confined_nvcc
-
-
-def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict):
-    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
-    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
-    if confine:
-        from .confine import confined_worker
-        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
-    from .worker_proc import Worker
-    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
-
-
-def _workers(worker_cmd, so, baseline: str, arch: str, logs: "store.Run", confine: bool, extra_env: dict,
-             check_only: bool):
-    """(worker_pair.WorkerPair, scratch folders): the candidate's worker, which loads `so` and runs no
-    baseline, and the trusted baseline worker, which never loads candidate code (none when checking
-    only). Both get the same settings and confinement."""
-    from .worker_pair import WorkerPair
-    cand, s1 = _worker(worker_cmd, so, "none", arch, logs.worker_log, confine, extra_env)
-    if check_only:
-        return WorkerPair(cand, None), [d for d in (s1,) if d]
-    base, s2 = _worker(worker_cmd, None, baseline, arch, logs.baseline_worker_log, confine, extra_env)
-    return WorkerPair(cand, base), [d for d in (s1, s2) if d]
 
 
 def _progress(items, on: bool):

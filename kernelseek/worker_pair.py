@@ -17,6 +17,8 @@ through the defence's refresh and flush before every batch.
 """
 from __future__ import annotations
 
+import shutil
+
 from . import corroborate as CO
 
 
@@ -30,8 +32,23 @@ def fastest_baseline(baselines: dict) -> tuple[str, float] | None:
 class WorkerPair:
     """The candidate's worker (`cand`) and the trusted baseline worker (`base`, None: check only)."""
 
-    def __init__(self, cand, base):
-        self.cand, self.base = cand, base
+    def __init__(self, cand, base, scratch=()):
+        self.cand, self.base, self.scratch = cand, base, list(scratch)
+
+    def close(self, rows: list) -> dict:
+        """Close both workers (each takes a last look for stray bytes) and remove their scratch
+        folders; fail `rows` on a protocol violation. Returns the run's meta fields."""
+        for x in (self.cand, self.base):
+            if x is not None:
+                x.close()
+        for d in self.scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        meta = {"worker_restarts": self.cand.restarts,
+                "baseline_worker_restarts": self.base.restarts if self.base else None}
+        if self.violation:
+            violated(rows, self.violation)
+            meta["protocol_violation"] = self.violation
+        return meta
 
     @property
     def violation(self) -> str:
@@ -107,6 +124,28 @@ class WorkerPair:
         ext.update(v.as_dict())
         if not v.ok:
             _fail(out, v.reason)
+
+
+def _worker(worker_cmd, so, baseline: str, arch: str, log_path, confine: bool, extra_env: dict):
+    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
+    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
+    if confine:
+        from .confine import confined_worker
+        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
+    from .worker_proc import Worker
+    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
+
+
+def start_pair(worker_cmd, so, baseline: str, arch: str, logs, confine: bool, extra_env: dict,
+               check_only: bool) -> WorkerPair:
+    """The candidate's worker, which loads `so` and runs no baseline, and the trusted baseline worker,
+    which never loads candidate code (none when checking only), with the same settings and
+    confinement; `logs`: the run (store.Run) whose worker logs they write. Not started until asked."""
+    cand, s1 = _worker(worker_cmd, so, "none", arch, logs.worker_log, confine, extra_env)
+    if check_only:
+        return WorkerPair(cand, None, [d for d in (s1,) if d])
+    base, s2 = _worker(worker_cmd, None, baseline, arch, logs.baseline_worker_log, confine, extra_env)
+    return WorkerPair(cand, base, [d for d in (s1, s2) if d])
 
 
 def _timed(reply: dict) -> bool:
