@@ -38,10 +38,15 @@ def _meta() -> dict:
         p = torch.cuda.get_device_properties(0)
         d.update(gpu=p.name, sm_count=p.multi_processor_count, capability=f"{p.major}.{p.minor}",
                  memory_gb=round(p.total_memory / 1e9, 1), cuda_runtime=torch.version.cuda,
-                 cudnn=torch.backends.cudnn.version(), l2_bytes=getattr(p, "L2_cache_size", None))
+                 cudnn=torch.backends.cudnn.version(), l2_bytes=getattr(p, "L2_cache_size", None),
+                 # which physical GPU this worker used (a matrix pins one per campaign)
+                 gpu_uuid=str(getattr(p, "uuid", "") or "") or None,
+                 cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
         q = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
+        vis = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").strip()
+        pick = ["-i", vis] if vis and "," not in vis else []      # nvidia-smi ignores CUDA_VISIBLE_DEVICES
+        out = subprocess.run(["nvidia-smi", *pick, f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=20).stdout.strip().splitlines()
         if out:
             f = [x.strip() for x in out[0].split(",")]
