@@ -33,8 +33,6 @@ class Violation(Exception):
 def parse_reply(line: str, nonce: str, rest: bytes) -> dict:
     """The reply object from one line, or Violation / ValueError (malformed JSON). `rest`: bytes
     that came after the line's newline."""
-    if rest:
-        raise Violation(f"{len(rest)} bytes after the reply (a second reply?): {rest[:80]!r}")
     reply = json.loads(line)
     if not isinstance(reply, dict) or "status" not in reply:
         raise ValueError("reply is not an object with a status")
@@ -42,6 +40,8 @@ def parse_reply(line: str, nonce: str, rest: bytes) -> dict:
     if got != nonce:
         raise Violation(f"reply without this request's nonce (got {str(got)[:40]!r}): "
                         f"a line the request did not ask for: {line[:120]!r}")
+    if rest:
+        raise Violation(f"{len(rest)} bytes after the reply (a second reply?): {rest[:80]!r}")
     return reply
 
 
