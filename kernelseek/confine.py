@@ -284,7 +284,7 @@ def confined_worker(worker_cmd, so, baseline: str, arch: str, log_path, extra_en
 
     from . import build as B
     from .baselines.original import PREBUILT_ENV, original_paths
-    from .worker import Worker
+    from .worker_proc import Worker
     libs, prebuilt, sources = [so], {}, []
     for f in original_paths(baseline):
         r = B.build(f, arch=arch, confine=confined_nvcc)

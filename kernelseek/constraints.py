@@ -7,6 +7,8 @@
   (c) a string in any loaded host section names one, as dlopen/dlsym would need ("libcublas.so.13",
       "cublasLtMatmul"); device code (the fatbin) is scanned for CUTLASS/CuTe mangled names only,
       since -lineinfo puts source paths there.
+Every library also passes the host-code gate (host_gate.py: the imports, system-call bytes and
+load-time code its CPU side may have), whose reasons are added here.
 `check_source(path)` refuses #includes of cuBLAS/cuDNN/CUTLASS/CuTe headers and string literals
 naming the libraries. The CUDA runtime (libcudart) and driver (libcuda) are allowed. Each reason
 names the symbol, library or string found. A determined cheat could hide a name (build it at run
@@ -100,9 +102,24 @@ def check_binary(so_path: str | Path) -> ConstraintResult:
     with f:
         try:
             elf = ELFFile(f)
-            return _check_elf(elf)
+            res = _check_elf(elf)
         except ELFError as e:
             return ConstraintResult(False, [f"{path}: not a readable ELF file ({e})"])
+    from .host_gate import check as host_gate   # what the host code may reach (forging the reply)
+    named = " ".join(res.reasons)
+    extra = [r for r in host_gate(path) if not any(f" {w} " in f" {named} " for w in _named_import(r))]
+    if extra:
+        res = ConstraintResult(False, res.reasons + extra, res.notes)
+    return res
+
+
+def _named_import(reason: str) -> list[str]:
+    """The symbol or library a host-gate reason names, to skip one this check already reported."""
+    for lead in ("imports ", "needs library "):
+        parts = reason.split(lead, 1)
+        if len(parts) == 2:
+            return [parts[1].split(" ", 1)[0]]
+    return []
 
 
 def _check_elf(elf: ELFFile) -> ConstraintResult:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import os
 import shlex
-import shutil
 import socket
 import subprocess
 import sys
@@ -25,6 +24,7 @@ from . import results as R
 from . import store
 from .paths import REPO
 from .scenarios import Scenario, load_grid, select
+from .worker_pair import start_pair, violated
 
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
@@ -63,6 +63,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
         setattr(row, k, reply.get(k))
     row.graph_note = reply.get("graph_note") or ""
     row.runcheck = reply.get("runcheck") or ""
+    row.corroboration = reply.get("corroboration") or {}
     bl = reply.get("baselines") or {}
     row.baselines = bl
     R.pick_baselines(row, bl, reply)
@@ -266,10 +267,10 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
         R.save(run, rows, meta)
         store.write_meta(run, meta)
         return run, rows, meta
-    w, scratch = _worker(worker_cmd, so, baseline, arch, store.Run(run).worker_log, confine,
-                         _defence_env(so, defence, meta))
+    w = start_pair(worker_cmd, so, baseline, arch, store.Run(run), confine, _defence_env(so, defence, meta),
+                   check_only)
     t = time.perf_counter()
-    info = w.request({"op": "meta"}, timeout=180)
+    info = w.request({"op": "meta"}, timeout=180)     # the trusted worker's GPU and libraries
     phases["worker_start_s"] = time.perf_counter() - t
     meta["env"] = info
     lines = peaks.lines_for(info.get("gpu"))
@@ -285,17 +286,16 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
                    "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence,
                    "graph": graph}
-            reply = w.request(req, timeout=timeout_s)
+            reply = w.scenario(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v
             note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, lines))
+            if w.violation:                              # protocol.py: no reply of it can be believed
+                violated(rows, w.violation)
             R.save(run, rows, meta)                      # partial results survive a dead harness
     finally:
-        w.close()
-        if scratch:
-            shutil.rmtree(scratch, ignore_errors=True)
-    meta["worker_restarts"] = w.restarts
+        meta.update(w.close(rows))                       # a last look for bytes nobody asked for
     meta["defence"] = _defence_meta(defence, info, rows, agg)
     meta["host_cpu_pct"] = cpu_shares(cpu0, cpu_times())   # while the scenarios ran (steal: VM)
     wall = time.perf_counter() - t_start
@@ -355,16 +355,6 @@ def _build_hook(confine: bool):
     from .confine import confined_nvcc, require
     require("a confined evaluation")
     return confined_nvcc
-
-
-def _worker(worker_cmd, so, baseline: str, arch: str, log_path: Path, confine: bool, extra_env: dict):
-    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
-    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
-    if confine:
-        from .confine import confined_worker
-        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
-    from .worker import Worker
-    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
 
 
 def _progress(items, on: bool):

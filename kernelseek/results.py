@@ -67,6 +67,8 @@ class Row:
     suspicious: bool = False            # flagged for review (a surprising speedup): not met until reviewed
     suspicious_reason: str = ""
     runcheck: str = ""                  # the run-time code check: ok | refused | off | unavailable: why
+    corroboration: dict = field(default_factory=dict)  # the parent's clock on the workers' requests and
+                                        # bursts, and the verdict on the claimed time (corroborate.py)
 
     @classmethod
     def from_dict(cls, d: dict) -> "Row":

@@ -44,6 +44,7 @@ BUILD_LOG = "log.txt"               # in build/: nvcc's command line and output
 BUILD_PTXAS = "ptxas.json"          # in build/: the parsed ptxas report (registers, spills, smem)
 WORKER_LOG = "worker.log"
 PEERS = "peers.md"                  # `kernelseek peers`: the markdown peer table of the run
+BASELINE_WORKER_LOG = "worker_baseline.log"   # the trusted worker that times the baselines
 NOTEBOOKS = "notebooks"
 CONFIG = "config.json"
 GOAL = "goal.yaml"
@@ -54,7 +55,7 @@ VERSIONS = "versions"
 EVALS = "evals"
 LOCK = "lock"
 TOOL_OUTPUTS = ".kseek/outputs"     # in the workspace: full text of tool outputs the model saw cut
-FILE_NAMES = (RESULTS, RESULTS_PARQUET, META, BUILD, WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
+FILE_NAMES = (RESULTS, RESULTS_PARQUET, META, BUILD, WORKER_LOG, BASELINE_WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
               WORKSPACE, VERSIONS, EVALS, LOCK)
 
 
@@ -183,6 +184,7 @@ class Run:
     meta_file = property(lambda s: s.path / META)
     build_dir = property(lambda s: s.path / BUILD)
     worker_log = property(lambda s: s.path / WORKER_LOG)
+    baseline_worker_log = property(lambda s: s.path / BASELINE_WORKER_LOG)
     notebooks = property(lambda s: s.path / NOTEBOOKS)
 
     @classmethod

@@ -2,131 +2,31 @@
 
 Protocol: one JSON object per line. The parent writes requests to the child's stdin; the child
 answers on a private copy of its original stdout (fd 1 itself is pointed at stderr, so anything a
-candidate prints cannot corrupt a reply). The parent (`Worker`) enforces a timeout per request;
-a crash, a timeout or a malformed reply becomes an error reply, the child is killed and the next
+candidate prints cannot corrupt a reply). Every reply echoes its request's "nonce" (protocol.py).
+The parent (`Worker`, worker_proc.py) enforces a timeout per request; a crash, a timeout, a
+malformed reply or a protocol violation becomes an error reply, the child is killed and the next
 request starts a fresh one. Nothing the candidate does reaches the parent's memory.
 
 Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
           {"op": "scenario", "scenario": {...}, "kernel_so": path|None, "baseline": spec, "seed": int,
            "check_only": bool, "budget_s": float, "stand_in": bool, "defence": bool, "graph": bool}
           -> fields of a results Row (defence.py: the defences; graph: also CUDA-graph replay
-          time, the candidate's and every baseline's that can be captured).
+          time, the candidate's and every baseline's that can be captured). "baseline": "none"
+          runs no baseline (the candidate's worker: worker_pair.py); "kernel_so": None runs only
+          baselines (the trusted worker).
+          {"op": "burst", "impl": name, "calls": n} -> n untimed back-to-back calls (corroborate.py).
 Run by hand: `python -m kernelseek.worker` and type requests.
 """
 from __future__ import annotations
 
 import json
 import os
-import selectors
 import subprocess
 import sys
 import time
 import traceback
-from pathlib import Path
 
-
-# ======================================================================= parent side ===========
-_EOF = "\x00<eof>"                                   # sentinel: the child closed its reply pipe
-
-
-class Worker:
-    """A restartable child process; `request()` never raises for anything the child does."""
-
-    def __init__(self, cmd: list[str] | None = None, env: dict | None = None, log_path: str | Path | None = None,
-                 extra_env: dict | None = None):
-        self.cmd = cmd or [sys.executable, "-m", "kernelseek.worker"]
-        if env is None:                                    # FA4 compiles per shape: keep them on disk
-            env = dict(os.environ)
-            env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "1")
-            env.setdefault("FLASH_ATTENTION_CUTE_DSL_CACHE_DIR",
-                           str(Path.home() / ".cache" / "kernelseek" / "fa4"))
-        self.env = {**env, **(extra_env or {})}
-        self.log_path = Path(log_path) if log_path else None
-        self.proc: subprocess.Popen | None = None
-        self.restarts = 0
-        self._started = 0
-        self._buf = b""
-
-    def _start(self):
-        err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
-        self.proc = subprocess.Popen(self.cmd, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=err,
-                                     env=self.env, start_new_session=True)
-        self._buf = b""
-
-    def kill(self):
-        if self.proc and self.proc.poll() is None:
-            try:
-                os.killpg(self.proc.pid, 9)
-            except (ProcessLookupError, PermissionError):
-                self.proc.kill()
-            self.proc.wait(timeout=30)
-        self.proc = None
-
-    def close(self):
-        self.kill()
-
-    def _stderr_tail(self, n=1500) -> str:
-        if not self.log_path or not self.log_path.exists():
-            return ""
-        data = self.log_path.read_bytes()[-n:]
-        return data.decode(errors="replace")
-
-    def request(self, req: dict, timeout: float) -> dict:
-        """Send one request; the reply, or {"status": "timeout"|"error", "reason": ...}."""
-        if self.proc is None or self.proc.poll() is not None:
-            self.restarts += self._started                 # every start after the first is a restart
-            self._started = 1
-            self._start()
-        try:
-            self.proc.stdin.write((json.dumps(req) + "\n").encode())
-            self.proc.stdin.flush()
-        except (BrokenPipeError, OSError) as e:
-            code = self.proc.poll()
-            self.kill()
-            return {"status": "error", "reason": f"worker died before the request (exit {code}): {e}; {self._stderr_tail(400)}"}
-        line = self._readline(timeout)
-        if line is None or line is _EOF:
-            code = None
-            if line is _EOF:                      # the child closed its end: wait for its exit code
-                try:
-                    code = self.proc.wait(timeout=10)
-                except subprocess.TimeoutExpired:
-                    pass
-            if line is None:
-                self.kill()
-                return {"status": "timeout", "reason": f"no reply within {timeout:.0f} s; worker killed"}
-            tail = self._stderr_tail()
-            self.kill()
-            return {"status": "error", "reason": f"worker crashed (exit {code}): {tail.strip()[-600:]}"}
-        try:
-            reply = json.loads(line)
-            if not isinstance(reply, dict) or "status" not in reply:
-                raise ValueError("reply is not an object with a status")
-        except ValueError as e:
-            self.kill()
-            return {"status": "error", "reason": f"malformed reply from worker ({e}): {line[:200]!r}"}
-        if reply.pop("_exit", False):          # the child asked to be replaced (dead CUDA context)
-            self.kill()
-        return reply
-
-    def _readline(self, timeout: float) -> str | None:
-        out = self.proc.stdout
-        sel = selectors.DefaultSelector()
-        sel.register(out, selectors.EVENT_READ)
-        deadline = time.monotonic() + timeout
-        try:
-            while b"\n" not in self._buf:
-                left = deadline - time.monotonic()
-                if left <= 0 or not sel.select(left):
-                    return None
-                chunk = os.read(out.fileno(), 1 << 16)
-                if not chunk:
-                    return _EOF
-                self._buf += chunk
-        finally:
-            sel.close()
-        line, self._buf = self._buf.split(b"\n", 1)
-        return line.decode(errors="replace")
+from .worker_proc import Worker  # noqa: F401  (the parent side, imported from here by callers)
 
 
 # ======================================================================== child side ===========
@@ -219,6 +119,7 @@ def _scenario(req: dict) -> dict:
     from . import timing
     from .defence import (Defence, baseline_graph_timing, check_against_references, graph_timing, timed_impls,
                           timing_pool)
+    _LAST.clear()                                       # the previous scenario's sets: freed first
     guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     job = _Job(req)                                     # the scenario, seeded inputs, references
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
@@ -234,6 +135,7 @@ def _scenario(req: dict) -> dict:
     hooks = guard.hooks(pool, verify)
     res = timing.time_interleaved(impls, len(pool.sets), budget_s=job.budget_s, hooks=hooks)
     job.mark("timing")
+    _LAST.update(impls=impls, n_sets=len(pool.sets))    # for "burst" requests (corroborate.py)
     if cand is not None:
         guard.after_timing(pool, lambda: impls["candidate"](0), verify)
         if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
@@ -249,6 +151,33 @@ def _scenario(req: dict) -> dict:
             out["baselines"][name].update(baseline_graph_timing(pool, hooks, name))
         job.mark("graph_baselines")
     return out
+
+
+_LAST: dict = {}                                        # the last scenario's timed calls and sets
+
+
+def _burst(req: dict) -> dict:
+    """{"op": "burst", "impl": name, "calls": n}: n back-to-back calls of an implementation timed in
+    the last scenario, rotating over its input sets, then a device-wide synchronize. The parent
+    times the request on its own clock (corroborate.py); nothing here is measured."""
+    import gc
+    n = int(req.get("calls", 0))
+    call = (_LAST.get("impls") or {}).get(req.get("impl"))
+    if n and call is None:
+        return {"status": "error", "reason": f"burst: no timed implementation {req.get('impl')!r} in the last scenario"}
+    sets = _LAST.get("n_sets", 1)
+    was = gc.isenabled()
+    gc.disable()                     # no collection pause inside (and no gc.collect(): its length
+    try:                             # depends on the process's heap, not on the calls)
+        for i in range(n):
+            call(i % sets)
+        if n:
+            import torch
+            torch.cuda.synchronize()
+    finally:
+        if was:
+            gc.enable()
+    return {"status": "passed", "calls": n}
 
 
 def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
@@ -286,8 +215,10 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
     from . import baselines
     from .check import check_output
     s = job.s
-    picked, skipped = ([], ["check only: no baselines"]) if job.check_only else baselines.choose(spec, s)
-    stand = baselines.stand_in_for(s) if not job.check_only and stand_in else None
+    none = job.check_only or spec == "none"              # "none": the baselines run in another worker
+    picked, skipped = ([], ["check only: no baselines" if job.check_only else "none here"]) if none \
+        else baselines.choose(spec, s)
+    stand = baselines.stand_in_for(s) if not none and stand_in else None
     if stand is not None:
         picked.append(stand)                                # labeled: not the same work
     out["baselines_skipped"] = skipped
@@ -349,7 +280,7 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
         if not line.strip():
             continue
         exit_after = False
-        op = None
+        op = req = None
         try:
             req = json.loads(line)
             op = req.get("op")
@@ -358,6 +289,8 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
                 ans["runcheck"] = defence.monitor_state()
             elif op == "scenario":
                 ans = _scenario(req)
+            elif op == "burst":
+                ans = _burst(req)
             elif op == "exit":
                 return
             else:
@@ -374,6 +307,8 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
                 ans.update(status="error", reason=f"run-time check failed: {type(e).__name__}: {e}")
         if exit_after:
             ans["_exit"] = True                           # a sticky CUDA error: ask for a fresh worker
+        if isinstance(req, dict) and "nonce" in req:      # protocol.py: the reply names its request
+            ans["nonce"] = req["nonce"]
         reply.write(json.dumps(ans, default=_jsonable) + "\n")
         reply.flush()
         if exit_after:

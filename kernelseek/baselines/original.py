@@ -28,14 +28,17 @@ class Original(Baseline):
             import os
 
             from .. import abi, build
-            prebuilt = json.loads(os.environ.get(PREBUILT_ENV) or "{}").get(self.path)
-            if prebuilt:                     # a confined worker: built by the parent (evaluate.py)
-                self._lib = abi.load(prebuilt)
-                return self._lib
-            res = build.build(self.path)
-            if not res.ok:
-                raise RuntimeError(f"baseline {self.path} failed to build:\n{res.log[-2000:]}")
-            self._lib = abi.load(res.so_path)
+            from ..host_gate import check as host_gate
+            so = json.loads(os.environ.get(PREBUILT_ENV) or "{}").get(self.path)
+            if not so:                       # a confined worker gets it built by the parent (evaluate.py)
+                res = build.build(self.path)
+                if not res.ok:
+                    raise RuntimeError(f"baseline {self.path} failed to build:\n{res.log[-2000:]}")
+                so = res.so_path
+            refused = host_gate(so)          # it runs in the trusted baseline worker: gated like a candidate
+            if refused:
+                raise RuntimeError(f"baseline {self.path} refused: " + "; ".join(refused[:3]))
+            self._lib = abi.load(so)
         return self._lib
 
     def version(self):

@@ -5,9 +5,11 @@
 // addresses of the create, set-stream and SGEMM entry points, and on every call runs one 256^3
 // SGEMM on the caller's stream before computing the attention honestly. (A kernel could hide its
 // real work the same way; the SGEMM stands for it.)
-// EXPECT: status=refused, reason contains "run-time check"
-// Caught by: the run-time check (kernelseek/runcheck.py): the SGEMM's kernel is launched inside
-// the candidate's call and its code is in no cubin of the candidate binary.
+// EXPECT: status=refused, reason contains "host-code gate|run-time check"
+// Caught by: the host-code gate (kernelseek/host_gate.py) first: reading /proc/self/maps and the
+// library file takes open/fopen/mmap, which it refuses. Behind it, the run-time check
+// (kernelseek/runcheck.py): the SGEMM's kernel is launched inside the candidate's call and its code
+// is in no cubin of the candidate binary (results_h200.json recorded that verdict before the gate).
 #include <elf.h>
 #include <fcntl.h>
 #include <stdio.h>

@@ -40,7 +40,25 @@ def campaign(a, api_url: str, name: str = "c") -> Path:
     return create(cfg, a.campaigns / name).root
 
 
-def test_candidate_build_and_worker_attacks_fail_then_an_honest_kernel_meets_the_goal(area):
+def test_the_host_gate_refuses_the_host_attack_before_any_worker_loads_it(tmp_path):
+    """The attack below never reaches a worker in a real evaluation: its file, socket and process
+    imports are off the host allowlist (kernelseek/host_gate.py)."""
+    from kernelseek import build as kb
+    from kernelseek.constraints import check_binary
+    src = tmp_path / "kernel.cu"
+    src.write_text(fill("host_attack.cu", CAMPAIGN=tmp_path, REPO=REPO, HOME=tmp_path, PORT=0))
+    (tmp_path / "kseek.h").write_text((REPO / "kernels" / "kseek.h").read_text())
+    r = kb.build(src, cache_dir=tmp_path / "cache")
+    assert r.ok, r.log[-1500:]
+    reasons = " ".join(check_binary(r.so_path).reasons)
+    assert "host-code gate" in reasons and "imports connect" in reasons and "imports fopen" in reasons, reasons
+
+
+def test_candidate_build_and_worker_attacks_fail_then_an_honest_kernel_meets_the_goal(area, monkeypatch):
+    """The confinement behind the host-code gate: the gate is switched off here (it would refuse the
+    attack before any worker starts: the test above), so the attack runs in the confined worker."""
+    import kernelseek.host_gate
+    monkeypatch.setattr(kernelseek.host_gate, "check", lambda so: [])
     root = area.campaigns / "c"
     ws = root / "workspace"
     host = fill("host_attack.cu", CAMPAIGN=root, REPO=REPO, HOME=area.home, PORT=0)

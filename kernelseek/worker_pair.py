@@ -1,0 +1,171 @@
+"""Two workers per evaluation: the candidate's, and a trusted one for the baselines.
+
+The candidate library's host code runs in the process that checks and times it (worker.py), so
+nothing that process says about the baselines could be trusted. Here the baselines are checked and
+timed by a second worker that never loads candidate code, on the same GPU, the same scenario and
+seed (the same inputs) and the same timing method (worker._scenario: fresh content per batch, cold
+L2, events around batches). The parent merges the two replies into one row and computes the speedup
+(evaluate.make_row). Per row:
+  1. the candidate's worker: check, timing (baselines "none");
+  2. the candidate's worker is stopped (SIGSTOP, its whole process group: a thread it left running
+     enqueues nothing) while the baseline worker checks and times the baselines, then runs an
+     empty burst and a burst of the fastest baseline (corroborate.py: the calibration);
+  3. the candidate's worker resumes and runs a burst of the candidate; the parent's clock judges
+     its claimed time (corroborate.judge). External times go into the row (`corroboration`).
+Interleaving is per row, not per batch as in one process: both sides see the same cache state
+through the defence's refresh and flush before every batch.
+"""
+from __future__ import annotations
+
+import shutil
+
+from . import corroborate as CO
+
+
+def fastest_baseline(baselines: dict) -> tuple[str, float] | None:
+    """(name, per-call ms) of the fastest real baseline that passed (stand-ins never count)."""
+    timed = [(n, b["time_ms"]) for n, b in baselines.items()
+             if b.get("status") == "passed" and b.get("time_ms") and "standin" not in n]
+    return min(timed, key=lambda x: x[1]) if timed else None
+
+
+class WorkerPair:
+    """The candidate's worker (`cand`) and the trusted baseline worker (`base`, None: check only)."""
+
+    def __init__(self, cand, base, scratch=()):
+        self.cand, self.base, self.scratch = cand, base, list(scratch)
+
+    def close(self, rows: list) -> dict:
+        """Close both workers (each takes a last look for stray bytes) and remove their scratch
+        folders; fail `rows` on a protocol violation. Returns the run's meta fields."""
+        for x in (self.cand, self.base):
+            if x is not None:
+                x.close()
+        for d in self.scratch:
+            shutil.rmtree(d, ignore_errors=True)
+        meta = {"worker_restarts": self.cand.restarts,
+                "baseline_worker_restarts": self.base.restarts if self.base else None}
+        if self.violation:
+            violated(rows, self.violation)
+            meta["protocol_violation"] = self.violation
+        return meta
+
+    @property
+    def violation(self) -> str:
+        return self.cand.violation
+
+    def request(self, req: dict, timeout: float) -> dict:
+        """Meta and other plain requests: the baseline worker's answer when there is one (trusted),
+        with the candidate worker's run-time check state."""
+        c = self.cand.request(req, timeout)
+        if self.base is None:
+            return c
+        b = self.base.request(req, timeout)
+        b["runcheck"] = c.get("runcheck", b.get("runcheck"))
+        b["candidate_worker"] = {k: c.get(k) for k in ("status", "reason", "gpu", "runcheck") if k in c}
+        return b
+
+    def scenario(self, req: dict, timeout: float) -> dict:
+        """One row's merged reply (see the module docstring)."""
+        c = self.cand.request({**req, "baseline": "none"}, timeout)
+        ext = {"candidate_request_s": _r(self.cand.last_wall_s)}
+        if self.base is None:
+            return {**c, "corroboration": ext}
+        self.cand.pause()
+        try:
+            b = self.base.request({**req, "kernel_so": None}, timeout)
+            ext["baseline_request_s"] = _r(self.base.last_wall_s)
+            out = dict(c)
+            out["baselines"] = b.get("baselines") or {}
+            out["baselines_skipped"] = b.get("baselines_skipped") or []
+            if b.get("status") not in ("passed", None) and not out["baselines"]:
+                out["baselines_skipped"] = out["baselines_skipped"] + [f"baseline worker: {b.get('reason', '')[:200]}"]
+            phases = dict(c.get("phases_s") or {})
+            for k, v in (b.get("phases_s") or {}).items():
+                phases[k] = phases.get(k, 0.0) + v
+            out["phases_s"] = phases
+            calib = self._calibrate(out["baselines"], timeout) if _timed(c) else None
+        finally:
+            self.cand.resume()
+        if calib is not None:
+            self._judge(out, calib, ext, timeout)
+        out["corroboration"] = ext
+        return out
+
+    def _calibrate(self, baselines: dict, timeout: float):
+        """(fixed ms, (wall, calls, claimed) of the fastest baseline's burst or None), or a reason
+        string when the trusted worker could not run them."""
+        r = self.base.request({"op": "burst", "calls": 0}, timeout)
+        if r.get("status") != "passed":
+            return f"the baseline worker's empty burst failed: {r.get('reason', '')[:200]}"
+        fixed = self.base.last_wall_s * 1e3
+        best = fastest_baseline(baselines)
+        if best is None:
+            return fixed, None
+        n = CO.burst_calls(best[1])
+        r = self.base.request({"op": "burst", "impl": best[0], "calls": n}, timeout)
+        if r.get("status") != "passed":
+            return fixed, None
+        return fixed, (self.base.last_wall_s * 1e3, n, best[1])
+
+    def _judge(self, out: dict, calib, ext: dict, timeout: float) -> None:
+        if isinstance(calib, str):
+            ext["note"] = f"not corroborated: {calib}"
+            return
+        fixed, base = calib
+        claimed = float(out["time_ms"])
+        n = CO.burst_calls(claimed)
+        r = self.cand.request({"op": "burst", "impl": "candidate", "calls": n}, timeout)
+        if r.get("status") != "passed" or r.get("calls") != n:
+            why = r.get("reason") or f"it answered {r.get('calls')!r} calls for {n}"
+            _fail(out, f"timing not corroborated: the candidate's burst of {n} calls failed: {why[:300]}")
+            return
+        v = CO.judge(claimed, self.cand.last_wall_s * 1e3, n, fixed, base)
+        ext.update(v.as_dict())
+        if not v.ok:
+            _fail(out, v.reason)
+
+
+def _worker(worker_cmd, so, baseline: str, arch: str, log_path, confine: bool, extra_env: dict):
+    """(the worker, its scratch folder or None): plain, or confined (kernelseek.confine.confined_worker).
+    `extra_env`: KSEEK_* settings for the worker (the defence's)."""
+    if confine:
+        from .confine import confined_worker
+        return confined_worker(worker_cmd, so, baseline, arch, log_path, extra_env)
+    from .worker_proc import Worker
+    return Worker(cmd=worker_cmd, log_path=log_path, extra_env=extra_env), None
+
+
+def start_pair(worker_cmd, so, baseline: str, arch: str, logs, confine: bool, extra_env: dict,
+               check_only: bool) -> WorkerPair:
+    """The candidate's worker, which loads `so` and runs no baseline, and the trusted baseline worker,
+    which never loads candidate code (none when checking only), with the same settings and
+    confinement; `logs`: the run (store.Run) whose worker logs they write. Not started until asked."""
+    cand, s1 = _worker(worker_cmd, so, "none", arch, logs.worker_log, confine, extra_env)
+    if check_only:
+        return WorkerPair(cand, None, [d for d in (s1,) if d])
+    base, s2 = _worker(worker_cmd, None, baseline, arch, logs.baseline_worker_log, confine, extra_env)
+    return WorkerPair(cand, base, [d for d in (s1, s2) if d])
+
+
+def _timed(reply: dict) -> bool:
+    return reply.get("status") == "passed" and bool(reply.get("time_ms"))
+
+
+def _r(x):
+    return round(x, 4) if x is not None else None
+
+
+def _fail(out: dict, reason: str) -> None:
+    out["reason"] = f"{out['reason']}; {reason}" if out.get("status") == "failed" and out.get("reason") else reason
+    out["status"] = "failed"
+
+
+def violated(rows: list, why: str) -> None:
+    """Fail every row of a run whose candidate worker broke the reply protocol: none of that
+    process's replies can be told from a forged one."""
+    for r in rows:
+        if r.status in ("passed", "failed"):
+            r.reason = why if r.status == "passed" else f"{r.reason}; {why}"
+            r.status = "failed"
+            r.speedup = r.kernel_speedup = None
