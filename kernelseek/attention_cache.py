@@ -15,8 +15,8 @@ import torch
 def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch.Tensor, interleaved: bool):
     """x [n, H, D] with positions pos [n] (long, on x's device) -> a rotated copy."""
     rd = 2 * cos.shape[1]
-    c = cos[pos].float()[:, None, :]  # [n, 1, rd/2]
-    s = sin[pos].float()[:, None, :]
+    c = cos.float()[pos][:, None, :]  # [n, 1, rd/2]
+    s = sin.float()[pos][:, None, :]
     r = x[..., :rd].float()
     if interleaved:
         a, b = r[..., 0::2], r[..., 1::2]
@@ -58,6 +58,15 @@ def rotate_q(q, cos, sin, ro, cu_q, per_row: bool, interleaved: bool):
     return rotate(flat, cos, sin, pos, interleaved).view(q.shape)
 
 
+def _put(cache: torch.Tensor, idx, rows: torch.Tensor) -> None:
+    """cache[idx] = rows in place; fp8 through uint8 views (bit copies)."""
+    rows = rows.to(cache.dtype)
+    if cache.element_size() == 1 and cache.is_floating_point():
+        cache.view(torch.uint8).index_put_(idx, rows.view(torch.uint8))
+    else:
+        cache.index_put_(idx, rows)
+
+
 def append_kv(k_cache, v_cache, k, v, *, cache_seqlens, page_table=None, batch_idx=None, cu_new=None,
               cos=None, sin=None, ro=None, interleaved=True):
     """Write k/v (dense [B,Sn,Hkv,*] or packed [Tn,Hkv,*] with cu_new) into the caches in place;
@@ -76,8 +85,8 @@ def append_kv(k_cache, v_cache, k, v, *, cache_seqlens, page_table=None, batch_i
     else:
         ps = k_cache.shape[1]
         idx = (page_table.long()[src, pos // ps], pos % ps)
-    k_cache.index_put_(idx, kf.to(k_cache.dtype))
-    v_cache.index_put_(idx, vf.to(v_cache.dtype))
+    _put(k_cache, idx, kf)
+    _put(v_cache, idx, vf)
     if cu_new is not None:
         return (cu_new[1:] - cu_new[:-1]).long()
     return torch.full((nb,), k.shape[1], dtype=torch.long, device=k.device)

@@ -67,6 +67,13 @@ class Problem:
     num_splits: int = 0
 
 
+def take(x: torch.Tensor, idx) -> torch.Tensor:
+    """x[idx]; fp8 through a uint8 view (indexing kernels for float8 are not in every torch build)."""
+    if x.element_size() == 1 and x.is_floating_point():
+        return x.view(torch.uint8)[idx].view(x.dtype)
+    return x[idx]
+
+
 def _i32(t):
     return None if t is None else t.to(torch.int32)
 
@@ -140,11 +147,11 @@ def _packed_kv(p: Problem):
         if p.kv == "paged":
             table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
             core.step("gather-pages")
-            k, v = p.k[table.long()], p.v[table.long()]          # [B, pages, ps, Hkv, *]
+            k, v = take(p.k, table.long()), take(p.v, table.long())  # [B, pages, ps, Hkv, *]
             k, v = k.flatten(1, 2), v.flatten(1, 2)
         elif p.batch_idx is not None:
             core.step("gather-batch-idx")
-            k, v = p.k[p.batch_idx.long()], p.v[p.batch_idx.long()]
+            k, v = take(p.k, p.batch_idx.long()), take(p.v, p.batch_idx.long())
         else:
             k, v = p.k, p.v
         s = k.shape[1]
@@ -175,9 +182,10 @@ def _compact(q, cu, used):
     keep = i < used[b_of]
     cu_c = F.pad(torch.cumsum(used, 0), (1, 0)).to(torch.int32)
     dest = torch.where(keep, cu_c.long()[b_of] + i, torch.full_like(i, t))
-    q_c = torch.zeros((t + 1,) + tuple(q.shape[1:]), dtype=q.dtype, device=q.device)
-    q_c.index_copy_(0, dest, q)
-    return q_c[:t], cu_c, dest.clamp(max=max(t - 1, 0)), keep
+    q_c = torch.zeros((t + 1,) + tuple(q.shape[1:]), dtype=torch.uint8 if q.element_size() == 1 else q.dtype,
+                      device=q.device)
+    q_c.index_copy_(0, dest, q.view(torch.uint8) if q.element_size() == 1 else q)
+    return q_c[:t].view(q.dtype), cu_c, dest.clamp(max=max(t - 1, 0)), keep
 
 
 def _segments(cu_q, start, end, lp, chunk: int, max_k: int, total_k: int):

@@ -62,13 +62,13 @@ def visible_ref(i: int, j: int, sq: int, sk: int, window=(-1, -1), causal=False,
     return 0 <= j < sk
 
 
-def mask_ref(sq: int, sk: int, window=(-1, -1), causal=False, chunk=0) -> torch.Tensor:
+def mask_ref(sq: int, sk: int, window=(-1, -1), causal=False, chunk=0, device="cpu") -> torch.Tensor:
     """bool [sq, sk]: visible_ref for every (i, j'), vectorised."""
     wl, wr = window
     wr = 0 if causal else wr
-    p = torch.arange(sq)[:, None] + (sk - sq)
-    j = torch.arange(sk)[None, :]
-    vis = torch.ones(sq, sk, dtype=torch.bool)
+    p = torch.arange(sq, device=device)[:, None] + (sk - sq)
+    j = torch.arange(sk, device=device)[None, :]
+    vis = torch.ones(sq, sk, dtype=torch.bool, device=device)
     if wl >= 0:
         vis &= j >= p - wl
     if wr >= 0:
@@ -109,7 +109,9 @@ def _one(qb, kb, vb, qvb, *, scale, causal, window, chunk, softcap, sinks):
     sk, hkv = kb.shape[0], kb.shape[1]
     g = hq // hkv
     if sq == 0 or sk == 0:  # no rows, or no key: O = 0, lse = -inf
-        return (torch.zeros(sq, hq, vb.shape[-1], dtype=F64), torch.full((hq, sq), float("-inf"), dtype=F64))
+        dev = qb.device
+        return (torch.zeros(sq, hq, vb.shape[-1], dtype=F64, device=dev),
+                torch.full((hq, sq), float("-inf"), dtype=F64, device=dev))
     kr, vr = kb.repeat_interleave(g, dim=1), vb.repeat_interleave(g, dim=1)  # [Sk, Hq, *]
     s = torch.einsum("ihd,jhd->hij", qb, kr)
     if qvb is not None:
@@ -117,7 +119,7 @@ def _one(qb, kb, vb, qvb, *, scale, causal, window, chunk, softcap, sinks):
     s = s * scale
     if softcap > 0:
         s = softcap * torch.tanh(s / softcap)
-    vis = mask_ref(sq, sk, window, causal, chunk)
+    vis = mask_ref(sq, sk, window, causal, chunk, device=qb.device)
     s = s.masked_fill(~vis, float("-inf"))
     m = s.amax(-1)  # [Hq, Sq]
     if sinks is not None:
@@ -145,8 +147,8 @@ def attention_ref(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
     g = hq // hkv
     if softmax_scale is None:
         softmax_scale = (q.shape[-1] + (qv.shape[-1] if qv is not None else 0)) ** -0.5
-    o = torch.zeros(q.shape[:-1] + (dv,), dtype=F64)
-    lse = torch.full((hq, q.shape[0]) if varlen else (nb, hq, q.shape[1]), float("-inf"), dtype=F64)
+    o = torch.zeros(q.shape[:-1] + (dv,), dtype=F64, device=q.device)
+    lse = torch.full((hq, q.shape[0]) if varlen else (nb, hq, q.shape[1]), float("-inf"), dtype=F64, device=q.device)
     window = tuple(int(w) for w in window_size)
     for b in range(nb):
         r0, n = (int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1] - cu_seqlens_q[b])) if varlen else (0, q.shape[1])
@@ -170,9 +172,9 @@ def attention_ref(q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_q=No
 def _cache_rows(b, n, k_cache, page_table, cache_batch_idx, start):
     """Index tuples into the cache for positions start..start+n-1 of batch b (dense or paged)."""
     src = int(cache_batch_idx[b]) if cache_batch_idx is not None else b
-    pos = torch.arange(start, start + n)
+    pos = torch.arange(start, start + n, device=k_cache.device)
     if page_table is None:
-        return (torch.full((n,), src), pos)
+        return (torch.full((n,), src, device=k_cache.device), pos)
     ps = k_cache.shape[1]
     return (page_table[src].long()[pos // ps], pos % ps)
 
@@ -186,8 +188,9 @@ def kvcache_ref(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, cach
     nb = cu_seqlens_q.numel() - 1 if cu_seqlens_q is not None else q.shape[0]
     kc, vc = k_cache.clone(), v_cache.clone()
     cap = page_table.shape[1] * kc.shape[1] if page_table is not None else kc.shape[1]
-    seqlens = (torch.full((nb,), cap, dtype=torch.int32) if cache_seqlens is None
-               else torch.as_tensor(cache_seqlens, dtype=torch.int32).expand(nb).clone())
+    dev = q.device
+    seqlens = (torch.full((nb,), cap, dtype=torch.int32, device=dev) if cache_seqlens is None
+               else torch.as_tensor(cache_seqlens, dtype=torch.int32, device=dev).expand(nb).clone())
     ro = seqlens if rotary_seqlens is None else rotary_seqlens
     q = q.clone()
     if rotary_cos is not None:
@@ -195,12 +198,12 @@ def kvcache_ref(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, cach
         for b in range(nb):
             r0, n = ((int(cu_seqlens_q[b]), int(cu_seqlens_q[b + 1] - cu_seqlens_q[b])) if cu_seqlens_q is not None
                      else (0, q.shape[1]))
-            pos = int(ro[b]) + (torch.arange(n) if per_row else torch.zeros(n, dtype=torch.long))
+            pos = int(ro[b]) + (torch.arange(n, device=dev) if per_row else torch.zeros(n, dtype=torch.long, device=dev))
             if cu_seqlens_q is not None:
                 q[r0:r0 + n] = rotary_ref(q[r0:r0 + n], rotary_cos, rotary_sin, pos, rotary_interleaved)
             else:
                 q[b] = rotary_ref(q[b], rotary_cos, rotary_sin, pos, rotary_interleaved)
-    new = torch.zeros(nb, dtype=torch.int32)
+    new = torch.zeros(nb, dtype=torch.int32, device=dev)
     if k is not None:
         for b in range(nb):
             if cu_seqlens_k_new is not None:
@@ -210,7 +213,8 @@ def kvcache_ref(q, k_cache, v_cache, k=None, v=None, *, cache_seqlens=None, cach
                 kb, vb = k[b], v[b]
             n = kb.shape[0]
             if rotary_cos is not None:
-                kb = rotary_ref(kb, rotary_cos, rotary_sin, int(ro[b]) + torch.arange(n), rotary_interleaved)
+                kb = rotary_ref(kb, rotary_cos, rotary_sin, int(ro[b]) + torch.arange(n, device=dev),
+                                rotary_interleaved)
             idx = _cache_rows(b, n, kc, page_table, cache_batch_idx, int(seqlens[b]))
             kc[idx], vc[idx] = kb.to(kc.dtype), vb.to(vc.dtype)
             new[b] = n
