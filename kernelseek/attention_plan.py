@@ -19,6 +19,8 @@ single score or weight (so the fast paths run them):
   the whole cache row (page_size = Sk), no copy. On a paged cache: its page-table rows, gathered.
 * Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
   Dv > 256: V split into column blocks of 256, one call each (same softmax, outputs concatenated).
+* qv: [q, qv] . [k, v] (attention.py concatenates); its head dim D + Dv (320, 576) only fits the
+  naive kernel's wide instantiation (16-bit), recorded as the step "wide-naive": correct, slow.
 Nothing here reads a device value back to the host (no sync); lengths the host needs are bounds
 (max_seqlen_q, the cache capacity).
 """
@@ -35,7 +37,8 @@ from . import attention_core as core
 DECODE_MAX_ROWS = 64                 # kernels/fa3_hopper/decode.cuh kMaxRows: Sq * Hq/Hkv per KV head
 DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these
 FAST_SHAPES = {(64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256)}  # prefill_host.cuh
-MAX_DIM = 256                        # widest head dim any path takes (naive_core.cuh kMaxDim)
+MAX_DIM = 256                        # widest head dim of the fast paths and of naive_core.cuh's main kernel
+MAX_WIDE_D, MAX_WIDE_DV = 576, 512   # naive_core.cuh naive_wide_kernel (16-bit only): FA3's qv at D 64, Dv 512
 
 
 @dataclass
@@ -90,7 +93,7 @@ def _decode_takes(p: Problem) -> bool:
 def solve(p: Problem):
     """(o [q.shape[:-1], Dv] in the out dtype, lse [B,Hq,Sq] or [Hq,T] float32) of the forward."""
     dv = p.v.shape[-1]
-    if dv > MAX_DIM:  # V in column blocks: the same softmax weights, each block's outputs
+    if dv > MAX_DIM and p.q.shape[-1] <= MAX_DIM:  # V in column blocks: the same softmax weights, each block's outputs
         core.step("dv-split")
         parts = [_solve_dims(replace(p, v=p.v[..., c:c + MAX_DIM].contiguous())) for c in range(0, dv, MAX_DIM)]
         return torch.cat([o for o, _ in parts], dim=-1), parts[0][1]
@@ -102,9 +105,14 @@ def _solve_dims(p: Problem):
     if (d, dv) not in FAST_SHAPES and d < dv and (dv, dv) in FAST_SHAPES:
         core.step(f"pad-d{d}-to-{dv}")  # zero columns add nothing to q.k
         p = replace(p, q=F.pad(p.q, (0, dv - d)), k=F.pad(p.k, (0, dv - d)))
-    if max(p.q.shape[-1], dv) > MAX_DIM:
-        raise NotImplementedError(f"kernelseek.attention: head dim {p.q.shape[-1]} (q/k) with {dv} (v) has no "
-                                  f"kernel path (at most {MAX_DIM}; qv adds Dv to the q/k head dim)")
+    d = p.q.shape[-1]
+    wide_ok = p.q.element_size() == 2 and d <= MAX_WIDE_D and dv <= MAX_WIDE_DV
+    if max(d, dv) > MAX_DIM and not wide_ok:
+        raise NotImplementedError(f"kernelseek.attention: head dim {d} (q/k) with {dv} (v) has no kernel path "
+                                  f"(16-bit: at most {MAX_WIDE_D}/{MAX_WIDE_DV}, on the naive kernel; fp8: "
+                                  f"{MAX_DIM}; qv adds Dv to the q/k head dim)")
+    if max(d, dv) > MAX_DIM:
+        core.step("wide-naive")  # only naive_wide_kernel takes it: correct, slow
     return _solve_layout(p)
 
 

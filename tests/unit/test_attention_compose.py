@@ -135,11 +135,23 @@ def test_head_dims_and_qv(d, dv, has_qv):
     assert ("qv-concat" in C.RECORD["steps"]) == has_qv
 
 
-def test_qv_wider_than_the_kernels_is_refused_not_wrong():
+@pytest.mark.parametrize("dv", [256, 512])
+def test_fa3_qv_shapes_run_on_the_wide_naive_kernel(dv):
+    g = torch.Generator().manual_seed(dv)
+    q, k, v, qv = rnd(g, 2, 3, 4, 64), rnd(g, 2, 9, 1, 64), rnd(g, 2, 9, 1, dv), rnd(g, 2, 3, 4, dv)
+    o, lse = A.flash_attn_func(q, k, v, qv=qv, causal=True, attention_chunk=4, return_attn_probs=True)
+    close(o, lse, *R.attention_ref(q, k, v, qv=qv, causal=True, attention_chunk=4))
+    assert {"qv-concat", "wide-naive"} <= set(C.RECORD["steps"]) and "dv-split" not in C.RECORD["steps"]
+
+
+def test_head_dims_past_every_kernel_are_refused_not_wrong():
     g = torch.Generator().manual_seed(0)
-    q, k, v, qv = rnd(g, 1, 2, 1, 64), rnd(g, 1, 3, 1, 64), rnd(g, 1, 3, 1, 256), rnd(g, 1, 2, 1, 256)
-    with pytest.raises(NotImplementedError, match="head dim 320"):
+    q, k, v, qv = rnd(g, 1, 2, 1, 128), rnd(g, 1, 3, 1, 128), rnd(g, 1, 3, 1, 512), rnd(g, 1, 2, 1, 512)
+    with pytest.raises(NotImplementedError, match="head dim 640"):
         A.flash_attn_func(q, k, v, qv=qv)
+    f8 = torch.float8_e4m3fn
+    with pytest.raises(NotImplementedError, match="head dim 320"):
+        A.flash_attn_func(q[..., :64].to(f8), k[..., :64].to(f8), v[..., :256].to(f8), qv=qv[..., :256].to(f8))
 
 
 def test_fp8_descales_through_chunk_segments_and_out():
