@@ -54,15 +54,23 @@ inline bool fast_ok(const kseek_params* p) {
   return prefill_ok(p);
 }
 
-// Varlen: the tensor maps need the packed row counts total_q = cu_seqlens_q[B] and
-// total_k = cu_seqlens_k[B], which live in device memory. A map whose row extent is larger than
-// the allocation (e.g. the bound B * seqlen) would let TMA read past the allocation (TMA only
-// zero-fills past the MAP's extent), so it is not safe; we read the two totals instead:
-// two 4-byte cudaMemcpyAsync on `stream` + cudaStreamSynchronize(stream). HOST COST: the call
-// blocks until all earlier work on the stream has finished (~10-30 us plus that wait), and it
-// cannot run under CUDA-graph capture (checked: a capturing stream takes the fallback).
-// Better (v3): patch the row extent on device with tensormap.replace (no sync).
+// Varlen: the tensor maps need the packed row counts. A map whose row extent is larger than the
+// allocation (e.g. the bound B * seqlen) would let TMA read past the allocation (TMA only zero-fills
+// past the MAP's extent), so it is not safe. ABI 2 gives the allocations' rows (total_q, total_k:
+// q.shape[0], k.shape[0]); maps bounded by them stay inside the allocations and the call stays
+// asynchronous and capturable (varlen output leaves by per-sequence direct stores, never a TMA box,
+// so rows past cu_seqlens_q[B] are not written). Without them (0: an ABI-1 caller) we read
+// cu_seqlens_q[B] and cu_seqlens_k[B]: two 4-byte cudaMemcpyAsync on `stream` +
+// cudaStreamSynchronize(stream). HOST COST: that call blocks until all earlier work on the stream
+// has finished (row 18 of bench26: 0.04 ms per call, NOTES v12), and it cannot run under CUDA-graph
+// capture (a capturing stream takes the fallback).
 inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* tq, int64_t* tk) {
+  if (p->total_q > 0 && p->total_k > 0) {
+    *tq = p->total_q;
+    *tk = p->total_k;
+    // < 2^28 as below: per-sequence lengths (<= totals) keep the kernel's int math in range
+    return p->total_q < (1 << 28) && p->total_k < (1 << 28);
+  }
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
     cudaGetLastError();
