@@ -7,6 +7,7 @@ and padding.py, fetched for the run and never committed. This writes, into DIR o
   flash_attn_interface.py   the module the tests import: kernelseek.attention under FA3's name
   flash_attn/layers/rotary.py  apply_rotary_emb for the tests' reference (our torch rotation,
                              kernelseek.attention_cache.rotate), so the rotary cases run
+  pytest.ini                 makes DIR pytest's rootdir (the repository's settings stay out)
   conftest.py               a seeded sample of FA3_SAMPLE cases per test function (FA3_SEED), the
                              backward-only tests deselected, one JSON line per finished case in FA3_LOG
 """
@@ -96,6 +97,7 @@ def main(argv) -> int:
     (d / "flash_attn" / "layers" / "__init__.py").write_text("")
     (d / "flash_attn" / "layers" / "rotary.py").write_text(ROTARY)
     (d / "conftest.py").write_text(CONFTEST)
+    (d / "pytest.ini").write_text("[pytest]\n")  # rootdir here: the repository's pytest settings stay out
     return 0
 
 

@@ -46,7 +46,7 @@ fi
 if [ "${SKIP_TESTS:-0}" != 1 ]; then
   echo "== FA3 forward tests ($(($(date +%s)-T0)) s)"
   export FLASH_ATTENTION_DISABLE_BACKWARD=TRUE FA3_SAMPLE=${FA3_SAMPLE:-300} FA3_SEED=${FA3_SEED:-25}
-  export PYTHONPATH=$PWD/.fa3tests:$PYTHONPATH
+  export PYTHONPATH=$PWD/.fa3tests:$PWD:$PYTHONPATH   # absolute: the tests run from .fa3tests/
   pids=()
   for group in test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache \
                test_flash_attn_combine,test_flash_attn_cluster,test_flash_attn_varlen_combine_linearize; do

@@ -55,3 +55,14 @@ def test_row_runs_and_matches_the_reference_on_cpu(row):
     res = G.check(call)
     assert res["ok"], res
     assert res["paths"] and set(res["paths"]) == {"reference"}
+
+
+def test_runner_times_each_row_against_the_call_without_its_feature_when_fa3_is_absent(capsys):
+    rows = [shrink(r) for r in ROWS if r["name"] in ("chunk_varlen", "batch_idx_prefill", "append_rotary_decode")]
+    res = G.run_rows(rows, check_only=False, reps=1, device="cpu")
+    for r in res:
+        assert r["ok"] and r["ours_ms"] > 0 and r["base_ms"] > 0, r
+        assert r["base"].startswith(f"ours without {r['feature']}")
+        assert r["speed"] == pytest.approx(r["base_ms"] / r["ours_ms"])
+    out = capsys.readouterr().out
+    assert "chunk_varlen" in G.table(res) and out.count("{") >= 3
