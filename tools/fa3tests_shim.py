@@ -72,6 +72,14 @@ def pytest_collection_modifyitems(config, items):
     config.hook.pytest_deselected(items=dropped)
 
 
+def pytest_collectreport(report):
+    log = os.environ.get("FA3_LOG")
+    if log and report.failed:  # the test file did not import: say so in the log, not only in pytest's output
+        with open(log, "a") as f:
+            f.write(json.dumps({"id": report.nodeid + "::<collection>", "outcome": "error",
+                                "reason": str(report.longrepr).strip().splitlines()[-1][:300], "seconds": 0}) + "\\n")
+
+
 def pytest_runtest_logreport(report):
     log = os.environ.get("FA3_LOG")
     if not log or not (report.when == "call" or (report.when == "setup" and report.outcome != "passed")):

@@ -26,14 +26,15 @@ def summary(rows) -> str:
     for r in rows:
         fn = r["id"].split("::")[-1].split("[")[0]
         per[fn][r["outcome"]] += 1
-    out = ["| test function | run | passed | failed | skipped |", "|---|---|---|---|---|"]
+    out = ["| test function | run | passed | failed | skipped | errors |", "|---|---|---|---|---|---|"]
     tot = Counter()
     for fn in sorted(per):
         c = per[fn]
         tot.update(c)
-        out.append(f"| {fn} | {sum(c.values())} | {c['passed']} | {c['failed']} | {c['skipped']} |")
-    out.append(f"| **all** | {sum(tot.values())} | {tot['passed']} | {tot['failed']} | {tot['skipped']} |")
-    fails = [r for r in rows if r["outcome"] == "failed"]
+        out.append(f"| {fn} | {sum(c.values())} | {c['passed']} | {c['failed']} | {c['skipped']} | {c['error']} |")
+    out.append(f"| **all** | {sum(tot.values())} | {tot['passed']} | {tot['failed']} | {tot['skipped']} "
+               f"| {tot['error']} |")
+    fails = [r for r in rows if r["outcome"] in ("failed", "error")]
     groups = defaultdict(list)
     for r in fails:
         groups[re.sub(r"[-+]?\d+\.\d+(e[-+]?\d+)?", "<x>", r["reason"])[:160]].append(r["id"].split("::")[-1])

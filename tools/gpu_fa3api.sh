@@ -10,7 +10,7 @@
 #       (all git-ignored), FA3 itself into .fa3/ (tools/fa3.sh prepare) for the timing baseline.
 #   GPU (carry .fa3tests .whl .kseek-cache .fa3):  bash tools/gpu_fa3api.sh
 #       writes $OUT/grid.json, $OUT/grid.txt, $OUT/fa3tests_*.jsonl, $OUT/fa3tests.md; prints the tables.
-# Knobs: FA3_SAMPLE (300), FA3_SEED (25), FA3_DEADLINE_S (330: the test processes are stopped then;
+# Knobs: FA3_SAMPLE (300), FA3_SEED (25), FA3_DEADLINE_S (300: the test processes are stopped then;
 # what finished is counted), GRID_REPS (20), SKIP_GRID=1, SKIP_TESTS=1.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -53,7 +53,7 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
     tag=${group%%,*}
     rm -f "$OUT/fa3tests_$tag.jsonl"
     (cd .fa3tests && FA3_TESTS=$group FA3_LOG="$OUT/fa3tests_$tag.jsonl" \
-       timeout -s INT "${FA3_DEADLINE_S:-330}" python3 -m pytest -q -p no:cacheprovider \
+       timeout -s INT "${FA3_DEADLINE_S:-300}" python3 -m pytest -q -p no:cacheprovider \
        test_flash_attn.py > "$OUT/pytest_$tag.log" 2>&1) &
     pids+=($!)
   done

@@ -54,7 +54,7 @@ def test_sample_is_seeded_per_function_and_backward_tests_are_deselected(tmp_pat
     md = fa3tests_summary.summary(rows)
     n_out = sum(1 for r in rows if "output" in r["id"])
     n_fail = len(fails)
-    assert f"| test_flash_attn_output | {n_out} | {n_out - n_fail} | {n_fail} | 0 |" in md
+    assert f"| test_flash_attn_output | {n_out} | {n_out - n_fail} | {n_fail} | 0 | 0 |" in md
     assert f"## failures ({n_fail}), by reason" in md
 
 
@@ -75,3 +75,15 @@ def test_rotary_shim_matches_the_reference(tmp_path):
         for b in range(2):
             want = rotary_ref(x[b], ang.cos(), ang.sin(), off[b] + torch.arange(3), inter)
             assert torch.allclose(y[b], want, atol=1e-6)
+
+
+def test_a_test_file_that_does_not_import_is_logged_as_an_error(tmp_path):
+    fa3tests_shim.main(["x", str(tmp_path)])
+    (tmp_path / "test_flash_attn.py").write_text("raise AssertionError('Torch not compiled with CUDA enabled')\n")
+    log = tmp_path / "log.jsonl"
+    env = {**os.environ, "FA3_LOG": str(log), "PYTHONPATH": f"{tmp_path}:{REPO}"}
+    subprocess.run([sys.executable, "-m", "pytest", "-q", "test_flash_attn.py"], cwd=tmp_path, env=env,
+                   capture_output=True, text=True)
+    rows = [json.loads(x) for x in log.read_text().splitlines()]
+    assert rows[0]["outcome"] == "error" and "CUDA" in rows[0]["reason"]
+    assert "| 1 |" in fa3tests_summary.summary(rows) and "CUDA" in fa3tests_summary.summary(rows)
