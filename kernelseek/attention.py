@@ -62,8 +62,11 @@ def _finish(o, lse, out, return_lse: bool):
     return (o, lse) if return_lse else o
 
 
-def _descales(q_descale, k_descale, v_descale):
-    return (q_descale, k_descale, v_descale)
+def _common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_descale, v_descale, num_splits):
+    """The Problem fields every entry point passes the same way."""
+    return dict(causal=bool(causal), window=_window(window_size), chunk=int(attention_chunk or 0),
+                softcap=float(softcap or 0.0), sinks=s_aux, descales=(q_descale, k_descale, v_descale),
+                num_splits=int(num_splits or 0))
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
@@ -76,9 +79,8 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     scale = _scale(q, qv, softmax_scale)
     qq, kk = _qv(q, k, v, qv)
     p = Problem(q=qq, k=kk, v=v, kv="dense", batch=q.shape[0], max_q=q.shape[1], max_k=k.shape[1], scale=scale,
-                causal=bool(causal), window=_window(window_size), chunk=int(attention_chunk or 0),
-                softcap=float(softcap or 0.0), sinks=s_aux, descales=_descales(q_descale, k_descale, v_descale),
-                num_splits=int(num_splits or 0))
+                **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_descale, v_descale,
+                          num_splits))
     o, lse = solve(p)
     return _finish(o, lse, out, return_attn_probs)
 
@@ -110,9 +112,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     qq, kk = _qv(q, k, v, qv)
     p = Problem(q=qq, k=kk, v=v, kv="packed", batch=cu_seqlens_q.shape[0] - 1, max_q=int(max_seqlen_q),
                 max_k=int(max_seqlen_k), scale=scale, cu_q=cu_seqlens_q, seqused_q=seqused_q, cu_k=cu_seqlens_k,
-                seqused_k=seqused_k, causal=bool(causal), window=_window(window_size),
-                chunk=int(attention_chunk or 0), softcap=float(softcap or 0.0), sinks=s_aux,
-                descales=_descales(q_descale, k_descale, v_descale), num_splits=int(num_splits or 0))
+                seqused_k=seqused_k, **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale,
+                                               k_descale, v_descale, num_splits))
     o, lse = solve(p)
     return _finish(o, lse, out, return_attn_probs)
 
@@ -167,9 +168,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     max_q = int(max_seqlen_q) if max_seqlen_q is not None else (q.shape[1] if cu_seqlens_q is None else q.shape[0])
     p = Problem(q=qq, k=kc, v=v_cache, kv="paged" if page_table is not None else "dense", batch=b, max_q=max_q,
                 max_k=cap, scale=scale, cu_q=cu_seqlens_q, seqused_k=seqused, leftpad=cache_leftpad,
-                page_table=page_table, batch_idx=cache_batch_idx, causal=bool(causal), window=window, chunk=chunk,
-                softcap=float(softcap or 0.0), sinks=s_aux, descales=_descales(q_descale, k_descale, v_descale),
-                num_splits=int(num_splits or 0))
+                page_table=page_table, batch_idx=cache_batch_idx,
+                **_common(causal, window, chunk, softcap, s_aux, q_descale, k_descale, v_descale, num_splits))
     o, lse = solve(p)
     return _finish(o, lse, out, return_softmax_lse)
 

@@ -213,15 +213,8 @@ def time_ms(fn, reps: int = 20, warmup: int = 3) -> float:
             fn()
             times.append((time.perf_counter() - t0) * 1e3)
         return sorted(times)[len(times) // 2]
-    times = []
-    for _ in range(reps):
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        fn()
-        b.record()
-        b.synchronize()
-        times.append(a.elapsed_time(b))
-    return sorted(times)[len(times) // 2]
+    from .streamread import _median_ms
+    return _median_ms(fn, reps)
 
 
 def fa3_callable(call: Call):

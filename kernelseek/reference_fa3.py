@@ -34,16 +34,15 @@ def rotary_ref(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor, pos: torch
     """x [n, H, D] rows at positions pos [n]; rotates the first 2 * cos.shape[1] dims, in float64,
     returned in x's dtype. interleaved: pairs (0,1), (2,3)...; else halves (GPT-NeoX)."""
     rd = 2 * cos.shape[1]
-    c = cos.to(F64)[pos.long()][:, None, :]  # [n, 1, rd/2]
-    s = sin.to(F64)[pos.long()][:, None, :]
+    w = torch.complex(cos.to(F64)[pos.long()], sin.to(F64)[pos.long()])[:, None, :]  # e^{i angle} [n, 1, rd/2]
     xf = x.to(F64)
     r = xf[..., :rd]
-    if interleaved:
-        a, b = r[..., 0::2], r[..., 1::2]
-        out = torch.stack((a * c - b * s, a * s + b * c), dim=-1).flatten(-2)
-    else:
-        a, b = r[..., :rd // 2], r[..., rd // 2:]
-        out = torch.cat((a * c - b * s, a * s + b * c), dim=-1)
+    if interleaved:  # pairs (0,1), (2,3)... as complex numbers, rotated by multiplication
+        out = torch.view_as_real(torch.view_as_complex(r.reshape(*r.shape[:-1], rd // 2, 2).contiguous()) * w)
+        out = out.flatten(-2)
+    else:  # halves as real and imaginary parts
+        z = torch.complex(r[..., :rd // 2], r[..., rd // 2:]) * w
+        out = torch.cat((z.real, z.imag), dim=-1)
     return torch.cat((out, xf[..., rd:]), dim=-1).to(x.dtype)
 
 
