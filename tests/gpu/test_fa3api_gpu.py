@@ -9,7 +9,16 @@ pytestmark = [pytest.mark.gpu,
 from kernelseek import fa3api_grid as G  # noqa: E402
 
 
-@pytest.mark.parametrize("row", G.load_rows(), ids=lambda r: r["name"])
+NAIVE_ONLY = {"qv": "qv's head dim (D + Dv = 576) only fits naive_wide_kernel: no fast path yet (issue 25)"}
+
+
+def _rows():
+    for r in G.load_rows():
+        why = NAIVE_ONLY.get(r.get("feature"))
+        yield pytest.param(r, marks=pytest.mark.xfail(strict=True, reason=why)) if why else r
+
+
+@pytest.mark.parametrize("row", list(_rows()), ids=lambda r: r["name"])
 def test_row_correct_and_on_a_fast_path(row):
     res = G.check(G.make_call(row))
     assert res["ok"], res
