@@ -122,8 +122,26 @@ def _alloc(c: Core):
     return o, lse
 
 
+def check_bounds(c: Core) -> None:
+    """The ABI's host bounds hold: every sequence has at most max_q rows and max_k keys (kseek.h
+    seqlen_q / seqlen_k). Reads lengths back, so only the CPU path runs it (the tests' guard)."""
+    if c.cu_seqlens_q is not None:
+        rows = int((c.cu_seqlens_q[1:] - c.cu_seqlens_q[:-1]).max()) if c.batch else 0
+    else:
+        rows = c.q.shape[1]
+    if c.seqused_k is not None:
+        keys = int(c.seqused_k.max()) if c.batch else 0
+    elif c.cu_seqlens_k is not None:
+        keys = int((c.cu_seqlens_k[1:] - c.cu_seqlens_k[:-1]).max()) if c.batch else 0
+    else:
+        keys = c.page_table.shape[1] * c.k.shape[1] if c.page_table is not None else c.k.shape[1]
+    if rows > c.max_q or keys > c.max_k:
+        raise ValueError(f"kseek call bounds violated: {rows} rows > max_q {c.max_q} or {keys} keys > max_k {c.max_k}")
+
+
 def _run_reference(c: Core):
     from .reference_fa3 import attention_ref
+    check_bounds(c)
     qd, kd, vd = c.descales
     o, lse = attention_ref(c.q, c.k, c.v, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k,
                            seqused_k=c.seqused_k, leftpad_k=c.leftpad_k, page_table=c.page_table,

@@ -237,8 +237,13 @@ def _packed(p: Problem):
         core.step("chunk-segments")
         cu_qs, cu_ks, used, seg_b = _segments(cu_q, start, end, lp, p.chunk, p.max_k, k.shape[0])
         ds = tuple(None if d is None else d[seg_b] for d in p.descales)
+        # rows per segment: a chunk's <= C; the key-less segment's <= Sq - Sk (known for a dense call),
+        # else the bound max_q. A tight bound keeps the kernel's tile grid (segments x row tiles) small.
+        exact = p.cu_q is None and p.kv == "dense" and p.seqused_k is None and p.leftpad is None
+        null_rows = max(0, p.max_q - p.max_k) if exact else p.max_q
         c = replace(c, cu_seqlens_q=cu_qs, cu_seqlens_k=cu_ks, seqused_k=used, leftpad_k=None, descales=ds,
-                    batch=int(seg_b.numel()), max_k=min(p.max_k, p.chunk))
+                    batch=int(seg_b.numel()), max_k=min(p.max_k, p.chunk),
+                    max_q=min(p.max_q, max(p.chunk, null_rows)))
     o, lse = core.run(c)
     if unpack is not None:
         dest, keep = unpack
