@@ -15,6 +15,9 @@ single score or weight (so the fast paths run them):
 * varlen queries over a KV cache, and anything the decode path does not take on a paged cache: the
   keys become a packed varlen tensor (a dense cache is viewed, pages or a cache_batch_idx are
   gathered: one copy of the keys those sequences can reach) for the prefill kernels.
+* varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64, 16-bit):
+  each sequence's rows at the end of a dense [B, max_seqlen_q] block (exact: the bottom-right
+  diagonal is the same), no gather.
 * cache_batch_idx on a dense cache that the decode path takes: a page table [B, 1] whose page is
   the whole cache row (page_size = Sk), no copy. On a paged cache: its page-table rows, gathered.
 * Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
@@ -133,7 +136,26 @@ def _solve_layout(p: Problem):
             return _direct(p)
         if p.cu_q is not None and p.kv == "packed":
             return _direct(p)
+        if p.cu_q is not None and _decode_takes(replace(p, cu_q=None)):
+            return _padded_q(p)
     return _packed(p)
+
+
+def _padded_q(p: Problem):
+    """Varlen queries over a cache, decode-shaped (max_q x G <= 64): each sequence's rows placed at the
+    END of a dense [B, max_q] block, so row i sits at padded row max_q - Sq_b + i and the dense call's
+    bottom-right diagonal i_pad + Sk_b - max_q equals the varlen one, i + Sk_b - Sq_b. The decode
+    path reads the cache in place (no gather); the padding rows' outputs are dropped."""
+    core.step("pad-varlen-q")
+    t = p.q.shape[0]
+    cu = p.cu_q.long()
+    rows = torch.arange(t, device=p.q.device)
+    b_of = torch.searchsorted(cu[1:], rows, right=True).clamp(max=p.batch - 1)
+    slot = p.max_q - (cu[1:] - cu[:-1])[b_of] + (rows - cu[b_of])   # padded row of each packed row
+    q = torch.zeros((p.batch, p.max_q) + tuple(p.q.shape[1:]), dtype=p.q.dtype, device=p.q.device)
+    q[b_of, slot] = p.q
+    o, lse = _solve_layout(replace(p, q=q, cu_q=None))
+    return o[b_of, slot], lse[b_of, :, slot].T.contiguous()
 
 
 def _direct(p: Problem):
