@@ -1,6 +1,7 @@
 """The fa3api grid (kernelseek/grids/fa3api.yaml): FlashAttention-3 calls through kernelseek.attention.
 
-    python -m kernelseek.fa3api_grid [--check-only] [--rows REGEX] [--json OUT.json]
+    python tools/fa3api_grid.py [--check-only] [--rows REGEX] [--json OUT.json]   (the command line)
+    G.run_rows(G.load_rows(), check_only=True, reps=1)                           (from Python)
 
 Each row is one FA3 interface call with one feature (its `feature`). Per row: the call runs on the
 GPU, is checked against reference_fa3 (float64) and its kernel paths are recorded (a row on the
@@ -10,10 +11,7 @@ our same call without the feature (issue 25's 0.8x rule). Prints one line per ro
 """
 from __future__ import annotations
 
-import argparse
 import json
-import re
-import sys
 from dataclasses import dataclass, field
 
 import torch
@@ -312,23 +310,3 @@ def table(results: list[dict]) -> str:
                      f"{f('max_err', '8.2e')} {f('ours_ms', '8.3f')} {f('base_ms', '8.3f')} {f('speed', '6.2f')}  "
                      f"{r.get('base', r.get('error', ''))[:60]} {','.join(sorted(set(r.get('paths', []))))}")
     return "\n".join(lines)
-
-
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--grid", default=None, help="grid file (default kernelseek/grids/fa3api.yaml)")
-    ap.add_argument("--rows", default=None, help="regex on row names")
-    ap.add_argument("--check-only", action="store_true")
-    ap.add_argument("--reps", type=int, default=20)
-    ap.add_argument("--json", default=None, help="write the results here")
-    a = ap.parse_args(argv)
-    rows = [r for r in load_rows(a.grid) if not a.rows or re.search(a.rows, r["name"])]
-    res = run_rows(rows, a.check_only, a.reps)
-    if a.json:
-        json.dump(res, open(a.json, "w"), indent=1)
-    print(table(res))
-    return 0 if all(r.get("ok") and r.get("fast") for r in res) else 1
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -40,7 +40,7 @@ python3 -c "import kernelseek.attention_core as c; c._lib(); print('kernel ready
 
 if [ "${SKIP_GRID:-0}" != 1 ]; then
   echo "== fa3api grid: check + timing ($(($(date +%s)-T0)) s)"
-  python3 -m kernelseek.fa3api_grid --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+  python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
   echo "grid exit $?"
 fi
 
