@@ -2,6 +2,8 @@
 
     messages_by_kind     a person's messages: directive, question, approval, correction, goal; and how
                          many were phrased interrogatively (paper: 58/44/30/19/11 of 162; 63 interrogative)
+    question_mentions    a person's interrogative messages naming an attention concept or a CUDA
+                         construct (paper: 17 of 63; none prescribed a construct)
     questions_by_category question events by bank group (or by keywords for unlabeled text)
     tool_use_by_kind     builds, benchmark runs, profiler runs, SASS/PTX inspections, documentation
                          lookups, subagents, reads, edits; parent session and subagents apart
@@ -11,6 +13,11 @@
     recurrence_share     share of added lines identical to a line deleted earlier (AVO-style: ~30%)
     time_to_best, plateaus   over the campaign's full evaluations of versions that passed every row
     usage_by_step        tokens (input, cache read, cache write, output), cached share and dollars per step
+    dollars              API dollars (priced from tokens for an import that records none)
+Elsewhere, re-exported here: prompt size and its pre-fetched share (prompt_stats: paper 22.6K
+characters, 37%); span, idle gaps, branches and rollbacks, start and end, question effects
+(timeline: paper 68.0 h with 26.7 idle; 37 branches, 3 rollbacks discarding 117 steps). Every
+statistic the paper reports, by family, with the paper quantity it is compared to: trace_stats.
 A message event's explicit `kind` (and a question's `category`) wins over the classifiers; the
 classifiers are keyword rules, good for a first look, not a substitute for labels.
 """
@@ -22,14 +29,16 @@ from pathlib import PurePath
 
 import pandas as pd
 
+from . import concepts
+from .concepts import interrogative
+from .prompt_stats import prompt_sizes, prompt_summary  # noqa: F401  (re-exported)
+from .timeline import branches, question_effects, span_and_idle, start_and_end, turning_point  # noqa: F401
 from .traces import passed_full, text_of, tool_calls
 
 KINDS = ("directive", "question", "approval", "correction", "goal")
 TOOL_KINDS = ("build", "benchmark", "profiler", "sass/ptx", "docs", "subagent", "read", "edit", "other")
 SOURCE_EXT = (".cu", ".cuh", ".h", ".hpp", ".hh", ".inl", ".cpp", ".cc")
 
-_WH = re.compile(r"^\s*(what|why|how|where|when|which|who|whose|is|are|was|were|does|do|did|can|could|"
-                 r"should|would|will|have|has|had|isn't|aren't|doesn't|shouldn't)\b", re.I)
 _APPROVAL = re.compile(r"^\s*(yes|yep|yeah|ok(ay)?|sure|go ahead|go for it|sounds good|looks good|lgtm|great|"
                        r"perfect|nice|good|proceed|approved?|do it|continue|keep going|agreed)\b", re.I)
 _CORRECTION = re.compile(r"^\s*(no\b|nope|wrong|that's not|that is not|don't|do not|stop\b|revert|undo)|"
@@ -49,16 +58,13 @@ _CATEGORIES = [  # first match wins
     ("agent process", r"why do you think|why did you|what are you|\bplan\b|\bstuck|step back|what have you tried"),
     ("correctness", r"\bcorrect|\bwrong\b|tolerance|precision|\bfail"),
 ]
+CATEGORIES = tuple(c for c, _ in _CATEGORIES)
 _BUILD = re.compile(r"\b(nvcc|make|cmake|ninja|kernelseek build|setup\.py|g\+\+|clang\+\+)\b")
 _BENCH = re.compile(r"kernelseek eval|\bbench|benchmark|timeit|\bpytest\b.*-k\s*perf")
 _PROF = re.compile(r"\b(ncu|nsys|nv-nsight-cu-cli|kernelseek profile|torch\.profiler)\b")
 _SASS = re.compile(r"\b(cuobjdump|nvdisasm|kernelseek sass)\b|\.ptx\b|\.sass\b|-keep\b|--ptx\b")
 _DOCS = re.compile(r"\b(man|curl|wget)\s|docs?/|documentation|ptx_isa|programming[_ -]guide", re.I)
 _READCMD = re.compile(r"^\s*(cat|sed|head|tail|grep|rg|awk|nl|less|more|diff|wc)\b")
-
-
-def interrogative(text: str) -> bool:
-    return "?" in text or bool(_WH.match(text))
 
 
 def classify_message(text: str) -> str:
@@ -143,6 +149,35 @@ def tool_use_by_kind(events: list[dict]) -> pd.DataFrame:
     rows.append({"kind": "total", "calls": len(df), "parent": int((~df["sidechain"].astype(bool)).sum()),
                  "subagents": int(df["sidechain"].astype(bool).sum())})
     return pd.DataFrame(rows)
+
+
+def question_mentions(events: list[dict], authors=("human",)) -> dict:
+    """A person's interrogative messages, and how many name an attention concept or a CUDA construct
+    (kernelseek.concepts; a message's own `attention_concept` / `cuda_construct` label wins)."""
+    qs = [e for e in person_messages(events, authors)
+          if e.get("interrogative", interrogative(text_of(e.get("content"))))]
+    return {"interrogative": len(qs),
+            "attention": sum(concepts.names_attention(text_of(e.get("content")), e.get("attention_concept")) for e in qs),
+            "cuda_construct": sum(concepts.names_cuda(text_of(e.get("content")), e.get("cuda_construct")) for e in qs)}
+
+
+def dollars(events: list[dict], prices=None) -> dict:
+    """API dollars: each usage event's own cost_usd; one without it (an imported transcript) is
+    priced from its tokens with `prices` (agent.budget.Prices) when given. usd, priced_steps (how
+    many were priced from tokens here), unpriced_steps (no cost and no price for the model)."""
+    model = next((e.get("model") for e in events if e.get("type") == "start"), None) or ""
+    usd, priced, unpriced = 0.0, 0, 0
+    for e in events:
+        if e.get("type") != "usage":
+            continue
+        if isinstance(e.get("cost_usd"), (int, float)):
+            usd += float(e["cost_usd"])
+        elif prices is not None and prices.for_model(e.get("model") or model):
+            usd += prices.cost(e.get("model") or model, e)
+            priced += 1
+        else:
+            unpriced += 1
+    return {"usd": usd, "priced_steps": priced, "unpriced_steps": unpriced}
 
 
 def calls_per_message(events: list[dict], authors=("human",)) -> float | None:
@@ -284,6 +319,7 @@ def summary(events: list[dict]) -> dict:
     """Headline numbers of one trace."""
     start = next((e for e in events if e.get("type") in ("start",)), {})
     rr, rec, tb = reread_share(events), recurrence_share(events), time_to_best(events)
+    ps, sp, br, qm = prompt_summary(events), span_and_idle(events), branches(events), question_mentions(events)
     return {"arm": start.get("arm"), "model": start.get("model"), "confined": start.get("confined"),
             "source": start.get("source_format", "kernelseek"),
             "person_messages": len(person_messages(events)),
@@ -291,7 +327,11 @@ def summary(events: list[dict]) -> dict:
             "tool_calls": len(tool_calls(events)), "calls_per_person_message": calls_per_message(events),
             "reread_share": rr["share"], "recurrence_share": rec["share"],
             "best_geomean": tb["best_geomean"], "steps_to_best": tb["step"], "hours_to_best": tb["hours"],
-            "dollars": sum(float(e.get("cost_usd") or 0) for e in events if e.get("type") == "usage")}
+            "dollars": sum(float(e.get("cost_usd") or 0) for e in events if e.get("type") == "usage"),
+            "median_prompt_chars": ps["median_prompt_chars"], "prefetched_share": ps["prefetched_share"],
+            "run_hours": sp["span_hours"], "idle_hours": sp["idle_hours"], "forks": br["forks"],
+            "rollbacks": br["rollbacks"], "steps_discarded": br["steps_discarded"],
+            "questions_naming_attention": qm["attention"]}
 
 
 def report(traces: list[list[dict]], names=None) -> str:
@@ -300,7 +340,8 @@ def report(traces: list[list[dict]], names=None) -> str:
     out = [pd.DataFrame([dict(summary(t), trace=str(n)) for t, n in zip(traces, names)]).to_string(index=False)]
     for t, n in zip(traces, names):
         out += [f"\n== {n}", messages_by_kind(t).to_string(index=False), questions_by_category(t).to_string(index=False),
-                tool_use_by_kind(t).to_string(index=False), plateaus(t).to_string(index=False)]
+                tool_use_by_kind(t).to_string(index=False), plateaus(t).to_string(index=False),
+                question_effects(t).to_string(index=False)]
     return "\n".join(out)
 
 

@@ -98,9 +98,10 @@ def _trace_problem(e: Entry) -> str | None:
             continue
         if not isinstance(rec, dict):
             continue
-        if rec.get("fake") is True or any("fake" in str(rec.get(k, "")).lower()
+        if rec.get("fake") is True or any(w in str(rec.get(k, "")).lower() for w in ("fake", "scripted")
                                           for k in ("model", "api", "provider", "backend")):
-            return f"trace {prov['trace']} comes from a fake API run (line {i}); it confirms nothing"
+            return (f"trace {prov['trace']} comes from a fake API or scripted-model run (line {i}); "
+                    "it confirms nothing")
         ids = {str(rec.get(k)) for k in ("id", "event_id", "seq") if k in rec} | {f"line:{i}"}
         found = found or want in ids
     return None if found else f"event {want!r} not found in trace {prov['trace']}"

@@ -5,6 +5,7 @@
     kernelseek campaign resume campaigns/<id> [--steps 200]      continue a crashed campaign
     kernelseek campaign matrix --kernel ... --arms bare,bank,human,equipped --replicates 3 --gpus 0,1,2,3
     kernelseek campaign restore campaigns/<id> 7                  put evaluation 7's kernel back
+    kernelseek campaign restore campaigns/<id> 7 --fork | --rollback   ... and record a branch event
     kernelseek campaign status campaigns/<id>
 
 `run` lays out campaigns/<id>/ (agent/config.py), then executes the notebook with papermill (its

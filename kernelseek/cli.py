@@ -22,6 +22,7 @@ VERBS = {
     "grid": "list a grid's scenarios with FLOPs and bytes",
     "build": "build a kernel (a .cu file or a folder) and show its ptxas report and constraint check",
     "show": "print the results table and summary of a run directory",
+    "peers": "every available attention implementation's time per row, per call and in graph replay",
     "triage": "which rows and feature groups bring the geometric mean down",
     "bounds": "time against the roofline bound; time outside the kernel",
     "ceilings": "measure this GPU's matrix rates, bandwidth and launch overhead",

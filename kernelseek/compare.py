@@ -123,15 +123,23 @@ def p10_speedups(table: Any) -> dict[str, float]:
     return out
 
 
+def graph_speedups(table: Any) -> dict[str, float]:
+    """Per scenario, the speedup on the CUDA-graph measure (results graph_speedup, eval --graph)."""
+    return {r.scenario: r.graph_speedup for r in as_rows(table) if r.graph_speedup}
+
+
 def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) -> pd.DataFrame:
     """Each consecutive pair of `runs` ((name, results table), in the order they ran): the rows whose
     speedup moved by more than `tol`, with the side that moved each (compare's cause), the largest
     speedup move, the largest move of the candidate's own per-call time, and the same count on the
-    p10 speedups (p10_speedups; None where no row records p10 times)."""
+    p10 speedups (p10_speedups; None where no row records p10 times) and on the graph measure
+    (graph_speedups: the rows over `tol`, the largest move; None where no row has a graph speedup)."""
     recs = []
     for (na, ta), (nb, tb) in zip(runs, runs[1:]):
         pa, pb = p10_speedups(ta), p10_speedups(tb)
         p10_moves = [abs(pb[k] / pa[k] - 1.0) for k in pa if k in pb]
+        ga, gb = graph_speedups(ta), graph_speedups(tb)
+        g_moves = {k: abs(gb[k] / ga[k] - 1.0) for k in ga if k in gb}
         df = compare(ta, tb, noise=tol)
         moves = (df["ratio"].dropna() - 1.0).abs()
         tmove = df["time_change"].dropna().abs()
@@ -147,6 +155,10 @@ def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) ->
                        r.cause or r.moved) for r in over.itertuples()],
             "p10_over_tol": sum(m > tol for m in p10_moves) if p10_moves else None,
             "p10_max_move": max(p10_moves) if p10_moves else None,
+            "graph_rows": len(g_moves),
+            "graph_over": sorted(((k, m) for k, m in g_moves.items() if m > tol), key=lambda km: -km[1]),
+            "graph_max_move": max(g_moves.values()) if g_moves else None,
+            "graph_max_scenario": max(g_moves, key=g_moves.get) if g_moves else None,
         })
     return pd.DataFrame(recs)
 
@@ -167,4 +179,9 @@ def format_repeatability(df: pd.DataFrame, tol: float = REPEAT_TOLERANCE) -> str
         for name, move, cause in r.moved:
             mv = f"{move * 100:+.1f}%" if move is not None else ""
             out.append(f"  {name[:40]:40} {mv:>7}  [{cause}]")
+        if getattr(r, "graph_rows", 0):
+            n = len(r.graph_over)
+            out.append(f"  on the CUDA-graph measure: {'every row within' if not n else f'{n} of {r.graph_rows} rows over'} "
+                       f"{tol * 100:.0f}%; largest move {r.graph_max_move * 100:.1f}% ({r.graph_max_scenario})")
+            out += [f"    {name[:40]:40} {move * 100:6.1f}%" for name, move in r.graph_over]
     return "\n".join(out)

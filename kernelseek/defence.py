@@ -9,6 +9,7 @@ the child process that owns the GPU:
     pool = timing_pool(...); hooks = d.hooks(pool, verify)   the input sets (SetPool) and timing's hooks
     d.after_timing(pool, call0, verify)   the in-place check and the near-repeat traps
     graph_timing(d, pool, hooks, ...)  CUDA-graph replay time, refreshed and verified between replays
+    baseline_graph_timing(pool, hooks, name)   a baseline's graph replay time, refreshed likewise
     Defence.end(reply)                 the reply: the run-time check's verdict, the defence's cost
 With `"defence": false` in the request (kernelseek eval --no-defence) timing runs the old loop
 (rotation over fixed sets, no refresh, no verification, no traps) and no code check is made; only
@@ -179,6 +180,26 @@ def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dic
         return {"graph_note": str(e)}
     for k in range(before, len(d.failures)):
         d.failures[k] = "in CUDA-graph replay (fixed pointers, content refreshed between replays): " + d.failures[k]
+    return {"graph_ms": ms, "graph_p10_ms": p10, "graph_p90_ms": p90}
+
+
+def baseline_graph_timing(pool: "SetPool", hooks: timing.Hooks, name: str) -> dict:
+    """A baseline's CUDA-graph replay time on up to 8 of the pool's sets (its calls bound to each set),
+    under the same refresh and flush between replays as the candidate's (timing.time_graph; baselines are
+    not verified). {"graph_ms", "graph_p10_ms", "graph_p90_ms"} or {"graph_note": why it could not be
+    captured}: a call that synchronizes with the host, say, cannot be."""
+    calls = pool.base.get(name) or []
+    n = min(len(pool.sets), 8, len(calls))
+    if n == 0:
+        return {"graph_note": "no bound calls"}
+
+    def make_call(_stream_handle):                      # baselines launch on torch's current stream
+        return lambda i: calls[i]()
+    try:
+        ms, p10, p90 = timing.time_graph(make_call, n, hooks, name=name)
+    except Exception as e:                              # a capture that breaks leaves the others timed
+        _sync()
+        return {"graph_note": f"{type(e).__name__}: {str(e)[:200]}"}
     return {"graph_ms": ms, "graph_p10_ms": p10, "graph_p90_ms": p90}
 
 

@@ -61,10 +61,11 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
               "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms"):
         setattr(row, k, reply.get(k))
+    row.graph_note = reply.get("graph_note") or ""
     row.runcheck = reply.get("runcheck") or ""
     bl = reply.get("baselines") or {}
     row.baselines = bl
-    _pick_baseline(row, bl, reply)
+    R.pick_baselines(row, bl, reply)
     if row.status == "passed" and row.time_ms:
         why = peaks.impossible(lines, s.dtype, row.flops, row.min_bytes,
                                {"time_ms": row.time_ms, "graph_ms": reply.get("graph_ms")})
@@ -75,6 +76,8 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
         row.gbps = row.min_bytes / (row.time_ms * 1e-3) / 1e9
         if row.baseline_ms:
             row.speedup = row.baseline_ms / row.time_ms
+        if row.baseline_graph_ms and row.graph_ms:
+            row.graph_speedup = row.baseline_graph_ms / row.graph_ms   # the graph measure
         if row.baseline_kernel_ms and row.kernel_ms:
             row.kernel_speedup = row.baseline_kernel_ms / row.kernel_ms   # cycles, not wall-clock
     # A large gain in wall-clock time that device time also shows; a gain only in wall-clock time
@@ -87,26 +90,6 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
         row.suspicious = True
         row.suspicious_reason = f"speedup {row.speedup:.2f}x above {SUSPICIOUS_SPEEDUP}x"
     return row
-
-
-def _pick_baseline(row: R.Row, bl: dict, reply: dict) -> None:
-    """The fastest real baseline that passed (a stand-in is reported beside, never as `best`)."""
-    timed = {n: b for n, b in bl.items() if b.get("status") == "passed" and b.get("time_ms")}
-    stand = {n: b for n, b in timed.items() if "standin" in n}
-    real = {n: b for n, b in timed.items() if n not in stand}
-    if stand:
-        n, b = min(stand.items(), key=lambda kv: kv[1]["time_ms"])
-        row.stand_in = {"name": n, "time_ms": b["time_ms"], "note": "dense K/V already gathered: not the same work"}
-    if real:
-        n, b = min(real.items(), key=lambda kv: kv[1]["time_ms"])
-        row.baseline, row.baseline_version, row.baseline_status = n, b.get("version"), "passed"
-        row.baseline_ms, row.baseline_kernel_ms, row.baseline_host_ms = b["time_ms"], b.get("kernel_ms"), b.get("host_ms")
-        row.baseline_tflops = row.flops / (b["time_ms"] * 1e-3) / 1e12
-    else:
-        why = "; ".join(f"{n}: {b.get('status')} {b.get('reason', '')[:80]}" for n, b in bl.items() if n not in stand)
-        skipped = "; ".join(reply.get("baselines_skipped") or [])
-        row.baseline_status = "n/a"
-        row.baseline_reason = why or skipped or "no baseline computes this scenario"
 
 
 _CPU_FIELDS = ("user", "nice", "system", "idle", "iowait", "irq", "softirq", "steal")
@@ -254,7 +237,8 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
 
     defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
     code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
-    graph: also time the candidate's CUDA-graph replay (graph_ms), refreshed and verified likewise.
+    graph: also time CUDA-graph replay (graph_ms) of the candidate (refreshed and verified likewise) and
+    of every baseline that can be captured (row.baseline_graph_ms, graph_speedup).
     confine: the candidate's build and the worker that loads it run under bubblewrap (see
     kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
@@ -354,11 +338,13 @@ def _defence_meta(on: bool, info: dict, rows: list, agg: dict) -> dict:
 
 def note_baselines(seen: dict, reply: dict) -> None:
     """Fold one scenario's baselines into the run's meta "baselines_ran": per baseline name, its
-    version string (which says what ran and where it was loaded from), and how many rows it passed
-    or was skipped/failed on, so a run records exactly which baselines took part."""
+    version string, where it was loaded from ("from": file paths), and how many rows it passed or
+    was skipped/failed on, so a run records exactly which baselines took part."""
     for name, b in (reply.get("baselines") or {}).items():
         rec = seen.setdefault(name, {"version": "", "passed": 0, "other": 0})
         rec["version"] = rec["version"] or str(b.get("version") or "")
+        if b.get("from") and not rec.get("from"):
+            rec["from"] = str(b["from"])               # the file(s) it was loaded from
         rec["passed" if b.get("status") == "passed" else "other"] += 1
 
 

@@ -9,6 +9,9 @@ A goal file (YAML; goals/default.yaml is an example):
     by_scenario:          # overrides by scenario name (or bench row number); beat by_group
       dense_causal: 1.1
     max_blocks: 8         # optional: cap on consecutive Stop-hook blocks
+    measure: contract     # optional: which speedup is judged: contract (default: decode rows on the
+                          #   CUDA-graph measure where it exists, the rest per call, as DESIGN.md's
+                          #   measurement contract says), per_call, or graph (results.judged_speedup)
 A campaign's results are judged only through its ledger (kernelseek.ledger, via store): evaluations
 the loop ran and recorded in the trace with their digest, never a results file that appeared.
 A row meets the goal only if its status is passed, its speedup is at least its minimum and it is
@@ -35,7 +38,7 @@ from .kernel_source import KernelError, kernel_hash
 from .paths import DEFAULT_GOAL
 
 DEFAULT_GOAL_FILE = DEFAULT_GOAL
-_KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks")
+_KEYS = ("geomean", "min_speedup", "by_group", "by_scenario", "max_blocks", "measure")
 
 
 class GoalError(ValueError):
@@ -49,6 +52,7 @@ class Goal:
     by_group: dict = field(default_factory=dict)
     by_scenario: dict = field(default_factory=dict)
     max_blocks: int | None = None
+    measure: str = "contract"           # results.MEASURES: which speedup each row is judged on
     source: str = "built-in"
 
     def minimum(self, row) -> tuple[float, str]:
@@ -114,6 +118,11 @@ def goal_from_dict(doc: dict, where: str = "goal") -> Goal:
         if isinstance(mb, bool) or not isinstance(mb, int) or mb < 0:
             raise GoalError(f"{where}: field 'max_blocks' must be an integer >= 0, got {mb!r}")
         g.max_blocks = mb
+    if "measure" in doc:
+        from .results import MEASURES
+        if doc["measure"] not in MEASURES:
+            raise GoalError(f"{where}: field 'measure' must be one of {', '.join(MEASURES)}, got {doc['measure']!r}")
+        g.measure = doc["measure"]
     return g
 
 
@@ -164,10 +173,12 @@ class RowVerdict:
     ok: bool
     why: str = ""        # for a row that falls short
     flag: str = ""       # the review flag and its review (a flagged row is never counted silently)
+    measure: str = "per_call"  # which speedup `speedup` is: per_call or graph
 
     def line(self) -> str:
         tag = f"#{self.row}" if self.row is not None else "-"
-        sp = f"{self.speedup:.3f}x" if self.speedup is not None else "n/a"
+        sp = (f"{self.speedup:.3f}x" + (" (graph)" if self.measure == "graph" else "")
+              if self.speedup is not None else "n/a")
         rel = ">=" if self.speedup is not None and self.speedup >= self.minimum else "<"
         tail = f"{sp} {rel} {self.minimum:.2f}" + (f" ({self.why})" if self.why else "") \
             if self.status == "passed" and self.speedup is not None else self.why
@@ -220,19 +231,21 @@ class Verdict:
 def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "", reviews=()) -> Verdict:
     """The verdict on a results table: every row at or above its minimum and not flagged without a
     review (`reviews`: review.Review list), the geomean at target, and results fresh for the kernel."""
-    from .results import summarize
+    from .results import geomean, judged_speedup
     from .review import covering
     meta = meta if isinstance(meta, dict) else {}
     verdicts = []
     for r in rows:
         mn, src = goal.minimum(r)
+        sp, measure = judged_speedup(r, goal.measure)
         flag = ""
         if r.status != "passed":
             ok, why = False, f"{r.status}" + (f": {r.reason[:60]}" if r.reason else "")
-        elif r.speedup is None:
-            ok, why = False, "no speedup (n/a: " + (r.baseline_reason or r.baseline_status)[:50] + ")"
+        elif sp is None:
+            ok, why = False, ("no graph speedup (eval --graph, a capturable baseline)" if measure == "graph" else
+                              "no speedup (n/a: " + (r.baseline_reason or r.baseline_status)[:50] + ")")
         else:
-            ok, why = r.speedup >= mn, ""
+            ok, why = sp >= mn, ""
         if ok and (getattr(r, "runcheck", "") or "").startswith(("unavailable", "off")):
             ok, why = False, f"not trusted: run-time code check {r.runcheck[:80]}"
         if r.suspicious:
@@ -242,8 +255,8 @@ def judge(rows, meta: dict, goal: Goal, kernel=None, search=(), where: str = "",
                 flag = f"FLAGGED, not met until reviewed: {r.suspicious_reason}; `kernelseek review`"
             else:
                 flag = f"flag reviewed {rev.time_utc[:10]}: {rev.note[:60]}"
-        verdicts.append(RowVerdict(r.scenario, r.row, r.status, r.speedup, mn, src, ok, why, flag))
-    gm = summarize(rows)["geomean_speedup"] if rows else None
+        verdicts.append(RowVerdict(r.scenario, r.row, r.status, sp, mn, src, ok, why, flag, measure))
+    gm = geomean([v.speedup for v in verdicts if v.status == "passed" and v.speedup is not None]) if rows else None
     stale = staleness(meta, kernel, search)
     problems = [] if rows else ["results hold no rows"]
     met = (not stale and not problems and gm is not None and gm >= goal.geomean
@@ -289,14 +302,17 @@ def median_rows(runs: list[tuple[list, dict, str]]) -> list:
         rs = [g[name] for g in by_run]
         bad = [where for (_, _, where), r in zip(runs, rs) if r.status != "passed"]
         sps = [r.speedup for r in rs]
+        gsps = [r.graph_speedup for r in rs]
+        gmed = statistics.median(gsps) if all(g is not None for g in gsps) else None   # the graph measure too
         if bad:
             worst = next(r for r in rs if r.status != "passed")
             out.append(dataclasses.replace(worst, reason=f"not passed in {', '.join(bad)}: {worst.reason}"))
         elif any(sp is None for sp in sps):
-            out.append(dataclasses.replace(rs[0], speedup=None))
+            out.append(dataclasses.replace(rs[0], speedup=None, graph_speedup=gmed))
         else:
             flagged = [r for r in rs if r.suspicious]          # flagged in any run: flagged
-            out.append(dataclasses.replace(rs[0], speedup=statistics.median(sps), suspicious=bool(flagged),
+            out.append(dataclasses.replace(rs[0], speedup=statistics.median(sps), graph_speedup=gmed,
+                                           suspicious=bool(flagged),
                                            suspicious_reason=flagged[0].suspicious_reason if flagged else ""))
     return out
 

@@ -2,7 +2,10 @@
 
 data/paper/<topic>.yaml holds one entry per number as a document states it:
     id, quantity, value, unit, subject, source (a file of ../shared/seeds/), as_written (the number's
-    words, found verbatim in the sentence), sentence (verbatim from the source), note (optional)
+    words, found verbatim in the sentence), sentence (verbatim from the source), note (optional),
+    unit_assumed (true where the sentence states no unit and `unit` is ours)
+left_out.yaml lists the numbers of the documents deliberately not kept, each with its reason
+(kernelseek.seed_numbers checks that every number written in the documents is one or the other).
 Documents that disagree on a quantity (0.50x and 0.48x for the equipped agent) keep both entries;
 `disagreements` lists them and nothing here picks one. `recompute` asks kernelseek.analytics for the
 same quantities from trace files and says plainly when analytics is unavailable.
@@ -37,6 +40,7 @@ class Number:
     sentence: str           # verbatim from the source
     topic: str = ""
     note: str = ""
+    unit_assumed: bool = False   # the sentence states no unit: `unit` is ours (seed_numbers.unit_stated)
 
 
 def load(root=PAPER_DIR) -> list[Number]:
@@ -49,7 +53,7 @@ def load(root=PAPER_DIR) -> list[Number]:
             if missing:
                 raise ValueError(f"{path}: numbers[{i}] ({raw.get('id')}) lacks {', '.join(missing)}")
             out.append(Number(**{k: raw[k] for k in FIELDS}, topic=doc.get("topic", path.stem),
-                              note=raw.get("note", "")))
+                              note=raw.get("note", ""), unit_assumed=bool(raw.get("unit_assumed"))))
     ids = [n.id for n in out]
     dups = sorted({i for i in ids if ids.count(i) > 1})
     if dups:
@@ -115,7 +119,8 @@ def pretty(quantity: str) -> str:
 
 def _units(numbers: list[Number], quantities: list[str]) -> str:
     """The y-axis label: the unit of the charted quantities (several joined when they differ)."""
-    units = list(dict.fromkeys(n.unit for n in numbers if n.quantity in quantities and n.unit))
+    units = list(dict.fromkeys(n.unit + (" (assumed)" if n.unit_assumed else "") for n in numbers
+                               if n.quantity in quantities and n.unit))
     return " / ".join(units) if units else "value"
 
 
@@ -200,78 +205,43 @@ class Recomputed:
 
 
 def recompute(paths) -> Recomputed:
-    """The paper's quantities recomputed from trace JSONL files (or campaign directories) through
-    kernelseek.analytics; when that module is missing, says so and computes nothing."""
-    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in (paths or [])]
-    files = [store.trace_file(p) for p in paths]
+    """The paper's quantities recomputed from trace JSONL files, campaign directories or folders of
+    traces (every *.jsonl in them) through kernelseek.trace_stats; when that cannot be imported,
+    says so and computes nothing."""
+    files = trace_files(paths)
     if not files:
         return Recomputed(False, "no trace given", traces=[])
     missing = [str(p) for p in files if not p.exists()]
     if missing:
         return Recomputed(False, f"trace file(s) not found: {', '.join(missing)}", traces=[str(p) for p in files])
     try:
-        from kernelseek import analytics
+        from kernelseek import trace_stats, traces
     except ImportError as e:
         return Recomputed(False, f"kernelseek.analytics is unavailable ({e}); no number is recomputed",
                           traces=[str(p) for p in files])
-    from kernelseek import traces
-    try:
-        vals = quantities(analytics, [traces.read(p) for p in files])
-    except (AttributeError, KeyError, TypeError) as e:   # an analytics without the functions used here
-        return Recomputed(False, f"kernelseek.analytics could not compute the quantities ({e!r})",
-                          traces=[str(p) for p in files])
+    evs = [traces.read(p) for p in files]
+    empty = [str(p) for p, e in zip(files, evs) if not e]
+    if empty:
+        return Recomputed(False, f"no trace events in {', '.join(empty)}", traces=[str(p) for p in files])
+    raw = [str(p) for p, e in zip(files, evs) if not any("seq" in x for x in e)]
+    if raw:                              # a Claude Code transcript's lines have a type but no seq
+        return Recomputed(False, f"not in the trace schema (no event has a seq): {', '.join(raw)}; a Claude Code "
+                          "transcript is imported first: kernelseek trace import-claude-code", traces=[str(p) for p in files])
+    vals = trace_stats.quantities(evs, trace_stats.load_prices())
     return Recomputed(True, values=vals, traces=[str(p) for p in files])
 
 
-def _side(events: list[dict]) -> str:
-    """'equipped' for a trace of the tool-rich arm, else 'question_driven'."""
-    arm = next((e.get("arm") for e in events if e.get("type") == "start"), None) or ""
-    return "equipped" if arm == "equipped" else "question_driven"
-
-
-def quantities(analytics, traces_events: list[list[dict]]) -> dict[str, float]:
-    """The paper's quantities over the given traces (each a list of events), summed per arm side.
-
-    Counts add up over traces; shares are recomputed from the summed characters; the geometric mean
-    is the best any trace of that side reached (against the campaign's own baseline)."""
-    out: dict[str, float] = {}
-    for side in ("question_driven", "equipped"):
-        ts = [t for t in traces_events if _side(t) == side]
-        if not ts:
-            continue
-        tools = sum(analytics.tool_use_by_kind(t).set_index("kind")[["calls", "parent", "subagents"]] for t in ts)
-        reread = [analytics.reread_share(t) for t in ts]
-        chars = sum(r["tool_result_chars"] for r in reread)
-        best = [b for b in (analytics.time_to_best(t) for t in ts) if b["best_geomean"] is not None]
-        top = max(best, key=lambda b: b["best_geomean"]) if best else None
-        counts = {"profiler_runs": "profiler", "sass_inspections": "sass/ptx", "builds": "build",
-                  "benchmark_runs": "benchmark", "subagents": "subagent", "doc_lookups": "docs"}
-        out.update({f"{q}_{side}": int(tools.loc[k, "calls"]) for q, k in counts.items()})
-        own = sum(r["own_source_chars"] for r in reread)
-        out[f"own_kernel_reading_share_{side}"] = 100.0 * own / chars if chars else None
-        out[f"{side}_geomean_fa3"] = top["best_geomean"] if top else None
-        out[f"{side}_sessions"] = sum(e.get("type") in ("start", "resume") for t in ts for e in t)
-        out[f"{side}_tool_calls"] = int(tools.loc["total", "calls"])
-        if side == "question_driven":
-            out["question_driven_tool_calls_parent"] = int(tools.loc["total", "parent"])
-            out["question_driven_tool_calls_subagents"] = int(tools.loc["total", "subagents"])
-            kinds = sum(analytics.messages_by_kind(t).set_index("kind")[["messages", "interrogative"]] for t in ts)
-            out["human_messages"] = int(kinds.loc["total", "messages"])
-            out["interrogative_messages"] = int(kinds.loc["total", "interrogative"])
-            out.update({f"message_type_{k}": int(kinds.loc[k, "messages"]) for k in kinds.index if k != "total"})
-            n = out["human_messages"]
-            out["tool_calls_per_human_message"] = out["question_driven_tool_calls"] / n if n else None
-            for t in ts:
-                for r in analytics.questions_by_category(t).itertuples():
-                    key = "category_" + str(r.category).replace(" ", "_")
-                    out[key] = out.get(key, 0) + int(r.questions)
+def trace_files(paths) -> list[Path]:
+    """The trace files named by `paths`: a file as given; a campaign directory's trace.jsonl; any
+    other directory's *.jsonl files (a folder of traces such as data/traces/), sorted."""
+    paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in (paths or [])]
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir() and not (p / store.TRACE).exists():
+            out += sorted(p.glob("*.jsonl"))
         else:
-            out["equipped_steps"] = sum(e.get("type") == "usage" for t in ts for e in t)
-            out["equipped_step_of_best"] = top["step"] if top else None
-            out["equipped_hours_to_best"] = top["hours"] if top else None
-            out["equipped_api_cost"] = sum(float(e.get("cost_usd") or 0) for t in ts for e in t
-                                           if e.get("type") == "usage")
-    return {k: v for k, v in out.items() if v is not None}
+            out.append(store.trace_file(p))
+    return out
 
 
 def side_by_side(numbers: list[Number], rec: Recomputed) -> pd.DataFrame:
@@ -279,30 +249,12 @@ def side_by_side(numbers: list[Number], rec: Recomputed) -> pd.DataFrame:
     recs = []
     for q in dict.fromkeys(n.quantity for n in numbers):
         ents = [n for n in numbers if n.quantity == q]
-        recs.append({"quantity": q, "unit": ents[0].unit, "paper": " | ".join(f"{v:g}" for v in values(numbers, q)),
+        stated = [n for n in ents if not n.unit_assumed]
+        unit = stated[0].unit if stated else ents[0].unit + " (assumed)"
+        recs.append({"quantity": q, "unit": unit, "paper": " | ".join(f"{v:g}" for v in values(numbers, q)),
                      "sources": ", ".join(sorted({n.source[:3] for n in ents})),
                      "recomputed": rec.values.get(q) if rec.available else None})
     for q, v in (rec.values.items() if rec.available else []):
         if q not in {r["quantity"] for r in recs}:
             recs.append({"quantity": q, "unit": "", "paper": "", "sources": "", "recomputed": v})
     return pd.DataFrame(recs, columns=["quantity", "unit", "paper", "sources", "recomputed"])
-
-
-def shares_chart(numbers: list[Number], rec: Recomputed, prefix: str, title: str) -> Figure:
-    """The quantities named `prefix*` as shares of their sum: the paper's (first value of each) beside
-    the traces', so campaigns of any length compare with the paper's."""
-    qs = [q for q in dict.fromkeys(n.quantity for n in numbers) if q.startswith(prefix)]
-    qs += [q for q in rec.values if q.startswith(prefix) and q not in qs]
-    paper_v = [(values(numbers, q) or [0.0])[0] for q in qs]
-    trace_v = [float(rec.values.get(q) or 0.0) for q in qs]
-    fig = Figure(figsize=(max(6.0, 0.7 * len(qs) + 2), 4.0), layout="constrained")
-    ax = fig.add_subplot()
-    for off, vs, lab, c in ((-0.2, paper_v, "the paper's documents", "#2980b9"), (0.2, trace_v, "the traces given", "#27ae60")):
-        tot = sum(vs)
-        ax.bar([i + off for i in range(len(qs))], [v / tot if tot else 0.0 for v in vs], width=0.4, label=lab, color=c)
-    ax.set_xticks(range(len(qs)), [q.removeprefix(prefix).replace("_", " ") for q in qs], rotation=30, ha="right",
-                  fontsize=8)
-    ax.set_ylabel("share of all counted (fraction, 0 to 1)")
-    ax.set_title(title, fontsize=10)
-    ax.legend(fontsize=8)
-    return fig

@@ -43,6 +43,7 @@ BUILD = "build"
 BUILD_LOG = "log.txt"               # in build/: nvcc's command line and output
 BUILD_PTXAS = "ptxas.json"          # in build/: the parsed ptxas report (registers, spills, smem)
 WORKER_LOG = "worker.log"
+PEERS = "peers.md"                  # `kernelseek peers`: the markdown peer table of the run
 NOTEBOOKS = "notebooks"
 CONFIG = "config.json"
 GOAL = "goal.yaml"
@@ -143,6 +144,11 @@ def read_meta(path: str | Path) -> dict:
     if not isinstance(meta, dict):
         raise ValueError(f"{p}: field 'meta' must be an object")
     return meta
+
+
+def peers_file(run_dir: str | Path) -> Path:
+    """The run's peer table (kernelseek.peers writes it)."""
+    return Path(run_dir) / PEERS
 
 
 def write_meta(run_dir: str | Path, meta: dict) -> Path:

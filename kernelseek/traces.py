@@ -19,6 +19,7 @@ Every event carries `id` ("ev-<seq>"), `seq`, `type`, `t` (epoch seconds) and `u
     lock_takeover   previous holder (pid, host, started), whether it was alive, strays killed
     stop            reason, met
     error           where (api | tool | loop), kind, message
+    branch          action fork|rollback, from_eval, by, discarded_steps, ... (kernelseek.branching)
 Tool calls are the `tool_use` blocks of assistant messages. Imported traces (Claude Code) use the
 same schema with `source_format` on their start event. No secret reaches a trace: every string is
 passed through a redact.Redactor (values of credential-like variables and their encodings,
@@ -155,9 +156,47 @@ def _result_text(content) -> str:
 _META_USER = re.compile(r"^\s*(<command-|<local-command-|Caveat: |Stop hook feedback|\[Request interrupted)")
 
 
+class _Tree:
+    """The uuid/parentUuid tree of a transcript's main chain. A person's message whose parent already
+    has a child is a rewind (the conversation taken back and continued from there): the line it
+    leaves is given up, and `rewind` says how many model replies (distinct message ids) that line
+    held after the branch point. Tool results and replies sharing a parent are not rewinds."""
+
+    def __init__(self, lines: list[dict]):
+        self.by_uuid = {r.get("uuid"): r for r in lines if r.get("uuid")}
+        self.kids: dict = {}
+        for r in lines:
+            if r.get("type") in ("user", "assistant") and not r.get("isSidechain") and r.get("uuid"):
+                self.kids.setdefault(r.get("parentUuid"), []).append(r)
+
+    def _replies(self, r: dict) -> set:
+        out, todo = set(), [r]
+        while todo:
+            x = todo.pop()
+            if x.get("type") == "assistant":
+                out.add((x.get("message") or {}).get("id") or x.get("uuid"))
+            todo += self.kids.get(x.get("uuid"), [])
+        return out
+
+    def rewind(self, r: dict) -> int:
+        if r.get("type") != "user" or r.get("isSidechain") or r.get("parentUuid") is None:
+            return 0
+        c = (r.get("message") or {}).get("content")
+        if isinstance(c, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in c):
+            return 0
+        sibs = self.kids.get(r.get("parentUuid"), [])
+        i = next((k for k, x in enumerate(sibs) if x is r), 0)
+        if i == 0:
+            return 0
+        return len(self._replies(sibs[i - 1]))
+
+
 def import_session(path, label: str = "") -> list[dict]:
     """A Claude Code session transcript (one JSON object per line: type user|assistant|summary|system,
-    message {role, content}, uuid, timestamp, isSidechain, sessionId, cwd) as trace events."""
+    message {role, content}, uuid, parentUuid, timestamp, isSidechain, sessionId, cwd) as trace events.
+    A rewound conversation (a person's message sent again from an earlier point) becomes a `branch`
+    rollback event; a /compact boundary a `context` summarize event; the compaction's summary and
+    injected notes are the harness's, not a person's."""
     p = Path(path)
     lines = []
     for n, raw in enumerate(p.read_text(encoding="utf-8", errors="replace").splitlines(), 1):
@@ -183,12 +222,20 @@ def import_session(path, label: str = "") -> list[dict]:
         arm="human", config={})
     names: dict[str, str] = {}
     seen_usage: set = set()
+    tree = _Tree(lines)
     for r in lines:
         kind, msg = r.get("type"), r.get("message")
+        t, side = _epoch(r.get("timestamp")), bool(r.get("isSidechain"))
+        if kind == "system" and r.get("subtype") == "compact_boundary" and events:
+            add("context", t, action="summarize", upto_seq=events[-1]["seq"], summary="", reason="claude code /compact")
+            continue
         if kind not in ("user", "assistant") or not isinstance(msg, dict):
             continue
-        t, side = _epoch(r.get("timestamp")), bool(r.get("isSidechain"))
         content = msg.get("content")
+        rewind = tree.rewind(r)
+        if rewind:
+            add("branch", t, action="rollback", by="human", from_uuid=r.get("parentUuid"),
+                discarded_steps=rewind, reason="the conversation was taken back to an earlier message")
         if kind == "assistant":
             blocks = []
             for b in content if isinstance(content, list) else [{"type": "text", "text": str(content or "")}]:
@@ -198,13 +245,13 @@ def import_session(path, label: str = "") -> list[dict]:
                     names[b.get("id")] = b.get("name", "")
                     blocks.append({"type": "tool_use", "id": b.get("id"), "name": b.get("name", ""),
                                    "input": b.get("input") or {}})
+            u, mid = msg.get("usage"), msg.get("id") or r.get("uuid")
+            if isinstance(u, dict) and mid not in seen_usage:      # before the reply, as the loop writes it
+                seen_usage.add(mid)
+                add("usage", t, sidechain=side, model=msg.get("model"), **{k: u.get(k, 0) or 0 for k in (
+                    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")})
             if blocks:
                 add("message", t, role="assistant", author="agent", content=blocks, sidechain=side)
-            u, mid = msg.get("usage"), msg.get("id") or r.get("uuid")
-            if isinstance(u, dict) and mid not in seen_usage:
-                seen_usage.add(mid)
-                add("usage", t, sidechain=side, **{k: u.get(k, 0) or 0 for k in (
-                    "input_tokens", "output_tokens", "cache_creation_input_tokens", "cache_read_input_tokens")})
             continue
         if isinstance(content, list) and any(isinstance(b, dict) and b.get("type") == "tool_result" for b in content):
             for b in content:
@@ -215,6 +262,7 @@ def import_session(path, label: str = "") -> list[dict]:
         text = _result_text(content)
         if not text.strip():
             continue
-        author = "agent" if side else ("harness" if r.get("isMeta") or _META_USER.match(text) else "human")
+        meta = r.get("isMeta") or r.get("isCompactSummary") or _META_USER.match(text)
+        author = "agent" if side else ("harness" if meta else "human")
         add("message", t, role="user", author=author, content=[{"type": "text", "text": text}], sidechain=side)
     return events

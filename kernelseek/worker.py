@@ -9,8 +9,8 @@ request starts a fresh one. Nothing the candidate does reaches the parent's memo
 Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
           {"op": "scenario", "scenario": {...}, "kernel_so": path|None, "baseline": spec, "seed": int,
            "check_only": bool, "budget_s": float, "stand_in": bool, "defence": bool, "graph": bool}
-          -> fields of a results Row (defence.py: the defences; graph: also the candidate's
-          CUDA-graph replay time).
+          -> fields of a results Row (defence.py: the defences; graph: also CUDA-graph replay
+          time, the candidate's and every baseline's that can be captured).
 Run by hand: `python -m kernelseek.worker` and type requests.
 """
 from __future__ import annotations
@@ -139,10 +139,15 @@ def _meta() -> dict:
         p = torch.cuda.get_device_properties(0)
         d.update(gpu=p.name, sm_count=p.multi_processor_count, capability=f"{p.major}.{p.minor}",
                  memory_gb=round(p.total_memory / 1e9, 1), cuda_runtime=torch.version.cuda,
-                 cudnn=torch.backends.cudnn.version(), l2_bytes=getattr(p, "L2_cache_size", None))
+                 cudnn=torch.backends.cudnn.version(), l2_bytes=getattr(p, "L2_cache_size", None),
+                 # which physical GPU this worker used (a matrix pins one per campaign)
+                 gpu_uuid=str(getattr(p, "uuid", "") or "") or None,
+                 cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES"))
     try:
         q = "name,driver_version,clocks.sm,clocks.max.sm,clocks.mem,temperature.gpu,power.draw"
-        out = subprocess.run(["nvidia-smi", f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
+        vis = (os.environ.get("CUDA_VISIBLE_DEVICES") or "").strip()
+        pick = ["-i", vis] if vis and "," not in vis else []      # nvidia-smi ignores CUDA_VISIBLE_DEVICES
+        out = subprocess.run(["nvidia-smi", *pick, f"--query-gpu={q}", "--format=csv,noheader"], capture_output=True,
                              text=True, timeout=20).stdout.strip().splitlines()
         if out:
             f = [x.strip() for x in out[0].split(",")]
@@ -150,12 +155,15 @@ def _meta() -> dict:
     except Exception as e:
         d["nvidia_smi"] = f"unavailable: {e}"
     from . import baselines
-    libs = {}
+    libs, where = {}, {}
     for name in list(baselines.REGISTRY):
         b = baselines.get(name)
         ok, why = b.available()
-        libs[name] = b.version() if ok else f"unavailable: {why}"
+        libs[name] = _safe(b.version) if ok else f"unavailable: {why}"
+        if ok:
+            where[name] = _safe(b.where)
     d["baselines"] = libs
+    d["baselines_from"] = where                           # the files each available baseline loads
     try:
         import triton
         d["triton"] = triton.__version__
@@ -209,7 +217,8 @@ def _scenario(req: dict) -> dict:
     near repeats) and, with "graph", CUDA-graph replay -> the fields of a results Row. The run-time
     code check's verdict is added by serve() (defence.Defence.end)."""
     from . import timing
-    from .defence import Defence, check_against_references, graph_timing, timed_impls, timing_pool
+    from .defence import (Defence, baseline_graph_timing, check_against_references, graph_timing, timed_impls,
+                          timing_pool)
     guard = Defence.begin(req)                          # fresh timing inputs, the run-time code check
     job = _Job(req)                                     # the scenario, seeded inputs, references
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
@@ -235,6 +244,10 @@ def _scenario(req: dict) -> dict:
         job.mark("last_call_check")
     for name, t in res.items():
         (out if name == "candidate" else out["baselines"][name]).update(t.as_dict())
+    if req.get("graph"):                                # every baseline that can be captured, likewise
+        for name in [n for n in bound if n in res]:
+            out["baselines"][name].update(baseline_graph_timing(pool, hooks, name))
+        job.mark("graph_baselines")
     return out
 
 
@@ -280,7 +293,7 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
     out["baselines_skipped"] = skipped
     bound = {}
     for b in picked:
-        rec = {"version": _safe(b.version)}
+        rec = {"version": _safe(b.version), "from": _safe(b.where)}
         try:
             bb = b.bind(s, job.inp)
             raw = bb.call()

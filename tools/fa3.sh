@@ -10,7 +10,7 @@ cd "$(dirname "$0")/.."
 LIB=_vllm_fa3_C.abi3.so
 case "${1:-}" in
   prepare)
-    grep -qx "/.fa3/" .git/info/exclude 2>/dev/null || { mkdir -p .git/info; echo "/.fa3/" >> .git/info/exclude; }
+    git check-ignore -q .fa3/_vllm_fa3_C.abi3.so.xz || { echo "tools/fa3.sh: .fa3 must be git-ignored (.gitignore)" >&2; exit 1; }
     [ -f .fa3/$LIB.xz ] && { du -sh .fa3; exit 0; }
     tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
     python3 -m pip download -q --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \

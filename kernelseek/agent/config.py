@@ -60,6 +60,8 @@ class Config:
     api_max_retries: int = 4             # retries of one API call, each recorded (agent/api.py)
     plateau_evals: int = 5               # bank arm: evaluations without a gain before `plateau`
     plateau_minutes: float | None = None
+    note: str | None = None              # a line the trace records as a `note` at the start (e.g. "the
+    #                                      model is a script": tools/scripted_model.py)
     docs: str | None = None              # equipped arm: documentation folder for BM25 retrieval
     notes: str | None = None             # equipped arm: seeded notes (default: the shipped notes)
     profile_csv: str | None = None       # equipped arm: replay this ncu raw CSV instead of profiling

@@ -164,6 +164,8 @@ class Loop:
                     budget=self.budget.to_dict())
         if not started:
             self.emit("start", config=self.cfg.to_dict(), system=self.system, tools=[t["name"] for t in TOOLS], **info)
+            if self.cfg.note:
+                self.emit("note", text=self.cfg.note, source="config")
             self.emit("message", role="user", author="harness",
                       content=_text(task_message(self.cfg.kernel_name, self.cfg.grid, self.cfg.baseline)))
         else:

@@ -11,6 +11,7 @@ run directories, or folders of numbered run directories (a campaign's evals/, in
 """
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -58,7 +59,9 @@ class Replay:
                     baseline=baseline, scenarios_filter=scenarios, check_only=check_only, seed=seed,
                     replayed_from=str(src), time=now,
                     started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime(now)),
-                    command=command or f"replay {src}")
+                    command=command or f"replay {src}",
+                    # the GPU this evaluation would have used (a matrix pins one per campaign)
+                    env=dict(meta.get("env") or {}, cuda_visible_devices=os.environ.get("CUDA_VISIBLE_DEVICES")))
         run = R.new_run_dir(root, kpath.stem)
         R.save(run, rows, meta)
         store.Run(run).parquet_file.unlink(missing_ok=True)

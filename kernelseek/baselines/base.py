@@ -23,6 +23,10 @@ class Baseline:
     def version(self) -> str:
         return ""
 
+    def where(self) -> str:
+        """The file(s) this baseline's code is loaded from (a run's meta records it), or ""."""
+        return ""
+
     def supports(self, s: Scenario) -> tuple[bool, str]:
         raise NotImplementedError
 

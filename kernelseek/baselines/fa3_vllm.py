@@ -2,7 +2,7 @@
 
 vLLM's wheel carries FA3's Hopper kernels as one library, `_vllm_fa3_C.abi3.so`, built on torch's
 stable ABI, so it loads with torch 2.11 although vLLM pins a newer torch (staged on the GPU machine
-by `tools/stage_fa3.sh`). That build is varlen-only: a dense call goes packed, the way vLLM calls it
+by `tools/fa3.sh stage`). That build is varlen-only: a dense call goes packed, the way vLLM calls it
 (q [B*Sq,Hq,D] with uniform cu_seqlens), and its outputs are viewed back into the kernel's layout.
 
 Where the library is looked for, in order: $KSEEK_FA3_LIB, /root/fa3/_vllm_fa3_C.abi3.so (the
@@ -18,7 +18,7 @@ from pathlib import Path
 
 LIB_NAME = "_vllm_fa3_C.abi3.so"
 ENV = "KSEEK_FA3_LIB"
-VLLM_VERSION = "0.33.0"  # the wheel tools/stage_fa3.sh unpacks
+VLLM_VERSION = "0.33.0"  # the wheel tools/fa3.sh prepare takes it from
 
 
 def candidates() -> list[Path]:

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from . import fa3_vllm
 from .base import Baseline, Bound, common_limits
@@ -28,6 +29,9 @@ class FA4(Baseline):
             return f"flash-attn-4 {version('flash-attn-4')}"
         except Exception:
             return getattr(self._mod(), "__version__", "unknown")
+
+    def where(self):
+        return str(getattr(self._mod(), "__file__", "") or "")
 
     def supports(self, s):
         return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,
@@ -94,6 +98,12 @@ class FA3(Baseline):
         m = importlib.import_module(self.module)
         return f"flash_attn_interface {getattr(m, '__version__', 'unknown')} {getattr(m, '__file__', '?')}"
 
+    def where(self):
+        src, _ = self._source()
+        if src == "vllm":
+            return str(fa3_vllm.find())
+        return str(getattr(importlib.import_module(self.module), "__file__", "")) if src else ""
+
     def supports(self, s):
         return common_limits(s, varlen=True, paged=True, window=True, softcap=True, sinks=True,
                              seqused=True, leftpad=True, fp8=True, dv_differs=True)
@@ -106,25 +116,57 @@ class FA3(Baseline):
 
 def is_real_fa3(module: str) -> tuple[bool, str]:
     """Whether `module` is importable AND is FlashAttention-3's: installed by a flash-attn-3
-    distribution (importlib.metadata), not from this checkout, with FA3's entry points."""
+    distribution (importlib.metadata) that lists it with its hash and whose compiled extension it
+    loaded, not from this checkout, with FA3's entry points."""
     try:
         m = importlib.import_module(module)
     except Exception as e:
         return False, f"{module} not importable ({type(e).__name__})"
     from importlib.metadata import packages_distributions
-    from pathlib import Path
 
     from ..paths import REPO
     f = Path(getattr(m, "__file__", "") or "").resolve()
     if not f.name or REPO in f.parents:
         return False, f"{module} at {f} is not FlashAttention-3 (it comes from this checkout)"
     dists = packages_distributions().get(module.split(".")[0], [])
-    if not any(d.lower().replace("_", "-").startswith(("flash-attn-3", "flash-attn3", "flashattn-hopper"))
-               for d in dists):
+    fa3 = [d for d in dists if d.lower().replace("_", "-").startswith(("flash-attn-3", "flash-attn3", "flashattn-hopper"))]
+    if not fa3:
         return False, f"{module} at {f} is not FlashAttention-3 (installed by {dists or 'no distribution'})"
     if not all(hasattr(m, n) for n in ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache")):
         return False, f"{module} at {f} lacks FA3's entry points"
-    return True, ""
+    why = _backed_by(fa3[0], f)
+    return (False, f"{module} at {f} is not FlashAttention-3 ({why})") if why else (True, "")
+
+
+def _backed_by(dist_name: str, module_file) -> str:
+    """"" when distribution `dist_name` installed `module_file` (listed in its RECORD with the file's own
+    sha256) and ships a compiled extension that is loaded now (FA3's kernels: a .so of that distribution);
+    else why not. A module dropped on sys.path beside a hand-written dist-info fails one of these."""
+    import base64
+    import hashlib
+    import sys
+    from importlib.metadata import PackageNotFoundError, distribution
+    try:
+        files = distribution(dist_name).files or []
+    except PackageNotFoundError:
+        return f"distribution {dist_name} not found"
+    own = [e for e in files if Path(e.locate()).resolve() == module_file]
+    if not own or not own[0].hash or own[0].hash.mode != "sha256":
+        return f"{dist_name}'s RECORD does not list it with a sha256"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(module_file.read_bytes()).digest()).rstrip(b"=").decode()
+    if digest != own[0].hash.value:
+        return f"its content differs from {dist_name}'s RECORD"
+    libs = {Path(e.locate()).resolve() for e in files if str(e).endswith(".so")}
+    loaded = {Path(getattr(m, "__file__", "") or "").resolve() for m in list(sys.modules.values())
+              if str(getattr(m, "__file__", "") or "").endswith(".so")}
+    try:                                              # or mapped another way (torch.ops.load_library)
+        with open("/proc/self/maps") as f:
+            loaded |= {Path(ln.split()[-1]).resolve() for ln in f if ln.rstrip().endswith(".so")}
+    except OSError:
+        pass
+    if not libs & loaded:
+        return f"no compiled extension of {dist_name} is loaded (FA3's kernels live in one)"
+    return ""
 
 
 def _bind_interface(m, s, inp):

@@ -22,6 +22,10 @@ class Flex(Baseline):
         import torch
         return f"torch {torch.__version__} flex_attention (compiled)"
 
+    def where(self):
+        from .torch_native import torch_where
+        return torch_where().split(";")[0]
+
     def supports(self, s):
         return common_limits(s, window=True, softcap=True)
 

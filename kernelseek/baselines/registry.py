@@ -7,18 +7,19 @@ from typing import Callable
 from ..scenarios import Scenario
 from .base import Baseline
 from .flash_attn import FA3, FA4
+from .flashinfer import FlashInfer
 from .flex import Flex
 from .original import Original
 from .torch_native import FlashOp, Sdpa, SdpaDenseStandIn
 
 REGISTRY: dict[str, Callable[[], Baseline]] = {
     "cudnn": lambda: Sdpa("cudnn"), "fa2": lambda: Sdpa("fa2"), "flash_op": FlashOp,
-    "fa4": FA4, "fa3": FA3, "flex": Flex,
+    "fa4": FA4, "fa3": FA3, "flashinfer": FlashInfer, "flex": Flex,
 }
 # `best` tries these; flex only where none of them computes the scenario (it was slower than FA4
 # and cuDNN on every bench26 shape they share, ../shared/reference/, and compiling it per shape
 # costs seconds). Name it explicitly (`--baseline flex` or `all`) to time it anyway.
-BEST_ORDER = ("cudnn", "fa4", "fa3", "fa2", "flash_op")
+BEST_ORDER = ("cudnn", "fa4", "fa3", "flashinfer", "fa2", "flash_op")
 
 
 def get(name: str) -> Baseline:
@@ -45,7 +46,7 @@ def choose(spec: str, s: Scenario, cache: dict | None = None) -> tuple[list[Base
         b = inst(n)
         ok, why = b.available()
         if ok:
-            ok, why = b.supports(s)
+            ok, why = getattr(b, "supports_now", b.supports)(s)   # what it computes here and now
         (picked.append(b) if ok else skipped.append(f"{b.name}: {why}"))
     if spec == "best" and not picked:
         b = inst("flex")

@@ -23,6 +23,9 @@ class Sdpa(Baseline):
             v += f", cuDNN {torch.backends.cudnn.version()}"
         return v
 
+    def where(self):
+        return torch_where()
+
     def supports(self, s):
         # GQA goes through enable_gqa; a backend that refuses it reports an error for that row
         return common_limits(s, causal_unequal=False)
@@ -115,3 +118,19 @@ class FlashOp(Baseline):
         else:
             args = (inp.q, inp.k, inp.v, None, None, s.seqlen_q, s.seqlen_k)
         return Bound(lambda: op(*args, 0.0, causal, False, **kw), lambda r: (r[0], None))
+
+
+def torch_where() -> str:
+    """torch's package folder (and, for cuDNN, the libcudnn torch loaded where it can be found)."""
+    import os
+
+    import torch
+    out = os.path.dirname(torch.__file__)
+    try:
+        with open("/proc/self/maps") as f:
+            libs = sorted({ln.split()[-1] for ln in f if "libcudnn" in ln and ln.split()[-1].startswith("/")})
+        if libs:
+            out += "; " + libs[0]
+    except OSError:
+        pass
+    return out

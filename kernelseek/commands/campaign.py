@@ -1,5 +1,7 @@
 """`kernelseek campaign run | matrix | resume | restore | status`: agent campaigns (kernelseek/campaign.py).
 
+`restore RUN REF --fork | --rollback` also records the branch in the trace (kernelseek/branching.py).
+
 A folder that is not a campaign (no config.json), a missing kernel or goal file, or a bad budget is
 one line naming it, exit 2. run, resume: exit 0 when the goal was met, else 1.
 """
@@ -29,6 +31,9 @@ def _config_args(p) -> None:
                    help="run the agent's shell and the candidates WITHOUT bubblewrap (recorded in the trace and "
                         "the summary); the default needs bubblewrap and refuses to start without it")
     p.add_argument("--docs", help="equipped arm: documentation folder for BM25 retrieval")
+    p.add_argument("--plateau-evals", type=int, default=C.Config.plateau_evals,
+                   help="bank arm: evaluations without a gain before the plateau moment")
+    p.add_argument("--note", help="a line recorded in the trace at the start (e.g. that the model is a script)")
     p.add_argument("--campaigns-dir", default="campaigns")
     _budget_args(p)
 
@@ -45,7 +50,7 @@ def _config(a, arm: str = "bare", replicate: int = 0) -> C.Config:
     return C.Config(kernel=a.kernel, grid=a.grid, baseline=a.baseline, scenarios=a.scenarios, goal=a.goal,
                     arm=arm, model=a.model, max_tokens=a.max_tokens, thinking_budget=a.thinking,
                     evaluator=a.evaluator, base_url=a.base_url, sandbox="none" if a.unconfined else "bwrap",
-                    docs=a.docs, replicate=replicate,
+                    docs=a.docs, replicate=replicate, plateau_evals=a.plateau_evals, note=a.note,
                     budget={"steps": a.steps, "tokens": a.tokens, "dollars": a.dollars, "wall_s": a.wall_s})
 
 
@@ -71,9 +76,17 @@ def register(subparsers) -> None:
     u.add_argument("run", help="the campaign directory")
     _budget_args(u, defaults=False)
     u.set_defaults(func=_cmd_resume)
-    t = s.add_parser("restore", help="put a kept kernel version back into the workspace")
+    t = s.add_parser("restore", help="put a kept kernel version back into the workspace; --fork or --rollback "
+                     "also records a branch event in the trace (nothing is deleted)")
     t.add_argument("run")
     t.add_argument("ref", help="an evaluation number or a version hash prefix")
+    how = t.add_mutually_exclusive_group()
+    how.add_argument("--fork", action="store_const", const="fork", dest="action",
+                     help="open a new line from that evaluation (the current line stays a candidate)")
+    how.add_argument("--rollback", action="store_const", const="rollback", dest="action",
+                     help="give up the current line: its steps since that evaluation count as discarded")
+    t.add_argument("--by", default="human", choices=("human", "agent", "harness"), help="who decided it")
+    t.add_argument("--reason", default="", help="why, in a line (kept in the event)")
     t.set_defaults(func=_cmd_restore)
     st = s.add_parser("status", help="a campaign's outcome row")
     st.add_argument("run")
@@ -113,6 +126,8 @@ def _check_config(a) -> None:
         with user_input(a.grid):
             select(load_grid(a.grid), a.scenarios)
     _check_budget(a)
+    if a.plateau_evals < 1:
+        raise UserError(f"--plateau-evals {a.plateau_evals}: expected at least 1")
 
 
 def _check_budget(a) -> None:
@@ -175,6 +190,13 @@ def _cmd_resume(a) -> int:
 def _cmd_restore(a) -> int:
     from ..agent.tools import restore
     _campaign_dir(a.run)
+    if a.action:
+        from ..branching import branch
+        with user_input(errors=(OSError, KeyError, ValueError)):
+            ev = branch(a.run, a.ref, a.action, a.by, a.reason)
+        print(f"{a.action} {ev['branch']} from evaluation {ev['from_eval']} (step {ev['from_step']} of "
+              f"{ev['at_step']}; {ev['discarded_steps']} steps discarded): restored {ev['restored']}")
+        return 0
     with user_input(errors=(OSError, KeyError, ValueError)):
         dest = restore(a.run, a.ref)
     print(f"restored {dest}")

@@ -19,7 +19,7 @@ def register(subparsers) -> None:
     p.add_argument("kernel", help="the kernel implementing kernels/kseek.h: a .cu file, or a folder <name>/ "
                    "built from <name>/<name>.cu")
     p.add_argument("--grid", default="smoke", help="grid name (kernelseek/grids) or YAML path")
-    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | FILE.cu")
+    p.add_argument("--baseline", default="best", help="best | all | cudnn | fa2 | flash_op | flex | fa4 | fa3 | flashinfer | FILE.cu")
     p.add_argument("--scenarios", help="filter: names, substrings, rows (3,20-24)")
     p.add_argument("--check-only", action="store_true", help="check correctness only, no timing")
     p.add_argument("--json", action="store_true", help="print results.json instead of the table")
@@ -34,7 +34,8 @@ def register(subparsers) -> None:
     p.add_argument("--no-defence", action="store_true",
                    help="time the old way (fixed input sets, no verification, no run-time code check): "
                         "only to measure what the defence costs; such rows never meet a goal")
-    p.add_argument("--graph", action="store_true", help="also time the candidate's CUDA-graph replay (graph_ms)")
+    p.add_argument("--graph", action="store_true", help="also time CUDA-graph replay (graph_ms): the candidate's and every "
+                   "baseline's that can be captured (graph_speedup)")
     p.add_argument("--confine", action="store_true",
                    help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
     p.set_defaults(func=run)
