@@ -16,6 +16,8 @@ namespace naive {
 
 constexpr int kThreads = 128;
 constexpr int kMaxDim = 256;
+constexpr int kMaxDimWide = 576;   // naive_wide_kernel: q/k head dim
+constexpr int kMaxDimVWide = 512;  // naive_wide_kernel: v head dim
 
 __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162float(x); }
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
@@ -79,9 +81,11 @@ __device__ __forceinline__ void key_offsets(const kseek_params& p, const RowCtx&
   }
 }
 
-template <typename T, typename TO>
-__global__ void __launch_bounds__(kThreads) naive_fwd_kernel(const __grid_constant__ kseek_params p, bool vec) {
-  __shared__ float q_sh[kMaxDim];        // q row (fp32, descaled), [D]
+// One query row of one head: the whole algorithm. kDim bounds the q/k head dim (the q row lives in
+// shared memory), kAcc * kThreads the v head dim (kAcc output dims per thread).
+template <typename T, typename TO, int kDim, int kAcc>
+__device__ __forceinline__ void fwd_row(const kseek_params& p, bool vec) {
+  __shared__ float q_sh[kDim];           // q row (fp32, descaled), [D]
   __shared__ float p_sh[kThreads];       // exp(s - m) of the current key chunk
   __shared__ int64_t voff_sh[kThreads];  // V element offsets of the current key chunk
   __shared__ float red_m[kThreads / 32], red_l[kThreads / 32];
@@ -203,6 +207,9 @@ __global__ void __launch_bounds__(kThreads) naive_fwd_kernel(const __grid_consta
 
   // ---- pass 2: o = sum_j exp(s_j - m) v_j / l ---------------------------------------------------
   float acc0 = 0.f, acc1 = 0.f;  // output dims tid and tid + 128
+  float acc[kAcc];               // kAcc > 2 (wide): output dims tid, tid + 128, ...
+#pragma unroll
+  for (int e = 0; e < kAcc; ++e) acc[e] = 0.f;
   const int dv = p.head_dim_v;
   for (int c0 = lo; c0 <= hi; c0 += kThreads) {
     const int n = min(kThreads, hi - c0 + 1);
@@ -216,16 +223,40 @@ __global__ void __launch_bounds__(kThreads) naive_fwd_kernel(const __grid_consta
     for (int t = 0; t < n; ++t) {
       const T* vrow = V + voff_sh[t];
       const float pt = p_sh[t];
-      if (tid < dv) acc0 = fmaf(pt, to_float(vrow[tid]), acc0);
-      if (tid + kThreads < dv) acc1 = fmaf(pt, to_float(vrow[tid + kThreads]), acc1);
+      if constexpr (kAcc == 2) {  // the 256-wide kernel, written as v12 (its SASS is pinned)
+        if (tid < dv) acc0 = fmaf(pt, to_float(vrow[tid]), acc0);
+        if (tid + kThreads < dv) acc1 = fmaf(pt, to_float(vrow[tid + kThreads]), acc1);
+      } else {
+#pragma unroll
+        for (int e = 0; e < kAcc; ++e)
+          if (tid + e * kThreads < dv) acc[e] = fmaf(pt, to_float(vrow[tid + e * kThreads]), acc[e]);
+      }
     }
     __syncthreads();  // the chunk's shared arrays are rewritten next iteration
   }
 
   const float inv = vd / l;
-  if (tid < dv) store(o + tid, acc0 * inv);
-  if (tid + kThreads < dv) store(o + tid + kThreads, acc1 * inv);
+  if constexpr (kAcc == 2) {
+    if (tid < dv) store(o + tid, acc0 * inv);
+    if (tid + kThreads < dv) store(o + tid + kThreads, acc1 * inv);
+  } else {
+#pragma unroll
+    for (int e = 0; e < kAcc; ++e)
+      if (tid + e * kThreads < dv) store(o + tid + e * kThreads, acc[e] * inv);
+  }
   if (lse && tid == 0) *lse = m + logf(l);
+}
+
+template <typename T, typename TO>
+__global__ void __launch_bounds__(kThreads) naive_fwd_kernel(const __grid_constant__ kseek_params p, bool vec) {
+  fwd_row<T, TO, kMaxDim, 2>(p, vec);
+}
+
+// Head dims past 256 (q/k up to kMaxDimWide, v up to kMaxDimVWide): FlashAttention-3's qv case
+// ([q, qv] . [k, v] has D + Dv = 576 at D = 64, Dv = 512). 16-bit inputs only, as FA3.
+template <typename T, typename TO>
+__global__ void __launch_bounds__(kThreads) naive_wide_kernel(const __grid_constant__ kseek_params p, bool vec) {
+  fwd_row<T, TO, kMaxDimWide, kMaxDimVWide / kThreads>(p, vec);
 }
 
 template <typename T, typename TO>
@@ -235,7 +266,15 @@ int launch(const kseek_params* p, cudaStream_t stream) {
   const bool vec = ((uintptr_t)p->k % align == 0) && p->k_batch_stride % 8 == 0 &&
                    p->k_row_stride % 8 == 0 && p->k_head_stride % 8 == 0;
   const dim3 grid((unsigned)p->seqlen_q, (unsigned)p->heads_q, (unsigned)p->batch);
-  naive_fwd_kernel<T, TO><<<grid, kThreads, 0, stream>>>(*p, vec);
+  if (p->head_dim > kMaxDim || p->head_dim_v > kMaxDim) {
+    if constexpr (sizeof(T) == 2) {
+      naive_wide_kernel<T, TO><<<grid, kThreads, 0, stream>>>(*p, vec);
+    } else {
+      return KSEEK_ERR_UNSUPPORTED;  // fp8 with a head dim past 256 (FA3 refuses it too)
+    }
+  } else {
+    naive_fwd_kernel<T, TO><<<grid, kThreads, 0, stream>>>(*p, vec);
+  }
   return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
 }
 
@@ -246,7 +285,7 @@ int launch_out(const kseek_params* p, cudaStream_t stream) {
   return KSEEK_ERR_UNSUPPORTED;  // fp8 output
 }
 
-inline bool bad_dim(int d) { return d <= 0 || d > kMaxDim || d % 8 != 0; }
+inline bool bad_dim(int d, int most) { return d <= 0 || d > most || d % 8 != 0; }
 
 // The checks a kseek_fwd makes before any work (kseek.h): KSEEK_OK when the call may go on (it may
 // still have no rows: seqlen_q == 0), else the status to return.
@@ -257,7 +296,7 @@ inline int check_params(const kseek_params* p) {
   if (p->out_dtype < KSEEK_BF16 || p->out_dtype > KSEEK_FP8_E4M3) return KSEEK_ERR_INVALID;
   if (p->batch <= 0 || p->seqlen_q < 0 || p->seqlen_k < 0) return KSEEK_ERR_INVALID;
   if (p->heads_q <= 0 || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return KSEEK_ERR_INVALID;
-  if (bad_dim(p->head_dim) || bad_dim(p->head_dim_v)) return KSEEK_ERR_INVALID;
+  if (bad_dim(p->head_dim, kMaxDimWide) || bad_dim(p->head_dim_v, kMaxDimVWide)) return KSEEK_ERR_INVALID;
   if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
   if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return KSEEK_ERR_INVALID;
   if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits

@@ -2,7 +2,8 @@
 //
 // It is the reference-quality starting point: every feature of the ABI (bf16/fp16/fp8 e4m3 with
 // descales, varlen, paged KV, seqused_k, leftpad_k, GQA/MQA, bottom-right causal and local
-// windows, softcap, custom scale, sinks, head dims up to 256, LSE) and no tensor cores.
+// windows, softcap, custom scale, sinks, head dims up to 256 (16-bit: q/k up to 576 and v up to 512, a second
+// instantiation, for FlashAttention-3's qv), LSE) and no tensor cores.
 //
 // One block of 128 threads per (query row, query head, sequence): grid = (seqlen_q, Hq, B).
 //   pass 1: thread t scores keys lo+t, lo+t+128, ... keeping an online (max, sum of exp) in fp32;

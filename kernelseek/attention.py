@@ -1,136 +1,141 @@
 """FlashAttention-3-compatible Python API over our kernel (the kernel folder kernels/fa3_hopper/ by default).
 
     from kernelseek.attention import flash_attn_func, flash_attn_varlen_func, flash_attn_with_kvcache
+    from kernelseek.attention import flash_attn_combine, get_scheduler_metadata, flash_attn_qkvpacked_func
 
-Argument names, shapes and semantics follow `flash_attn_interface` (FlashAttention-3):
-q/k/v [B, S, H, D] (varlen: [total, H, D] with cu_seqlens), window_size=(left, right) with -1 for
-unbounded and causal folding in right = 0 (bottom-right aligned), softcap, s_aux (one sink logit
-per query head), fp8 q/k/v with q/k/v_descale [B, Hkv], paged caches through page_table,
-cache_seqlens, cache_leftpad, num_splits, and the LSE [B, H, Sq] (varlen [H, total_q]).
-What we do not implement (backward, rotary, appending new K/V, qv, attention_chunk, seqused_q,
-cache_batch_idx) raises NotImplementedError before anything runs, never a wrong answer.
-The kernel is built once per process (KSEEK_ATTENTION_KERNEL overrides the path: a .cu file or a
-kernel folder).
+Argument names, shapes and semantics follow `flash_attn_interface` (FlashAttention-3, hopper/): q/k/v
+[B, S, H, D] (varlen: [total, H, D] with cu_seqlens), window_size=(left, right) with -1 unbounded and
+causal = right 0 (bottom-right aligned), attention_chunk, softcap, qv, fp8 q/k/v with q/k/v_descale
+[B, Hkv], seqused_q/seqused_k, paged caches (page_table), cache_seqlens, cache_batch_idx,
+cache_leftpad, varlen queries over a cache (cu_seqlens_q), new k/v appended to the cache in place
+(rotary_cos/sin, interleaved or not, rotary_seqlens), the LSE [B, H, Sq] (varlen [H, total_q]).
+Extras: s_aux (one sink logit per query head, as gpt-oss) and out= (the result is written there).
+pack_gqa is a speed hint FA3 may ignore, and so do we; num_splits goes to the kernel (the decode
+path honours it, the prefill ignores it; the answer is the same). scheduler_metadata is accepted
+and not needed. Backward is not implemented (NotImplementedError before anything runs).
+
+How each feature reaches the kernel (exact transforms, no host sync): attention_plan.py. Which
+kernel path each call took: attention_core.RECORD / PATH_COUNTS. CPU tensors are answered by the
+float64 reference (for tests). The kernel is built once per process (KSEEK_ATTENTION_KERNEL
+overrides the path: a .cu file or a kernel folder); docs/attention_dropin.md.
 """
 from __future__ import annotations
 
-import os
-from dataclasses import dataclass
+import torch
 
-from .paths import KERNELS
+from . import attention_cache as cache
+from . import attention_core as core
+from .attention_core import _Call, _lib  # noqa: F401  (re-exported: tests, tools)
+from .attention_plan import Problem, solve
 
-DEFAULT_KERNEL = KERNELS / "fa3_hopper"
-_LIBS: dict[str, object] = {}
-
-
-@dataclass
-class _Call:
-    """What abi.make_params reads from a Scenario, for one call (no host copies of lengths)."""
-    n_batch: int
-    heads_q: int
-    heads_kv: int
-    head_dim: int
-    dv: int
-    max_q: int
-    max_k: int
-    causal: bool
-    window: tuple
-    softcap: float
-    softmax_scale: float
-    num_splits: int
-    name: str = "flash_attn call"
-
-    def q_lens(self):
-        return [self.max_q]
-
-    def k_capacity(self):
-        return [self.max_k]
-
-    @property
-    def effective_window(self):
-        left, right = self.window
-        if self.causal:
-            right = 0 if right < 0 else min(right, 0)
-        return left, right
+DEFAULT_KERNEL = core.DEFAULT_KERNEL
 
 
-def _unsupported(**named) -> None:
-    for what, bad in named.items():
-        if bad:
-            raise NotImplementedError(f"kernelseek.attention: {what.replace('_', ' ')} is not supported")
-
-
-def _lib(kernel: str | os.PathLike | None = None):
-    from . import abi, build, constraints
-    path = str(kernel or os.environ.get("KSEEK_ATTENTION_KERNEL") or DEFAULT_KERNEL)
-    if path not in _LIBS:
-        res = build.build(path)
-        if not res.ok:
-            raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
-        chk = constraints.check_binary(res.so_path)
-        if not chk.ok:
-            raise RuntimeError(f"{path}: refused by the constraint check: {'; '.join(chk.reasons)}")
-        _LIBS[path] = abi.load(res.so_path)
-    return _LIBS[path]
-
-
-def _run(call: _Call, q, k, v, *, cu_seqlens_q=None, cu_seqlens_k=None, seqused_k=None, leftpad_k=None,
-         page_table=None, sinks=None, descales=(None, None, None), return_lse: bool):
-    import torch
-    from . import abi
-    from .inputs import Inputs
-    if any(t.requires_grad for t in (q, k, v)) and torch.is_grad_enabled():
+def _no_backward(*ts) -> None:
+    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
         raise NotImplementedError("kernelseek.attention: backward is not supported (forward only)")
-    if not q.is_cuda:
-        raise ValueError("kernelseek.attention: tensors must be on a CUDA device")
-    fp8 = q.dtype == getattr(torch, "float8_e4m3fn", None)
-    out_dtype = torch.bfloat16 if fp8 else q.dtype
-    i32 = (lambda t: None if t is None else t.to(device=q.device, dtype=torch.int32).contiguous())
-    f32 = (lambda t: None if t is None else t.to(device=q.device, dtype=torch.float32).contiguous())
-    qd, kd, vd = (f32(d) for d in descales)
-    inp = Inputs(q=q, k=k, v=v, cu_seqlens_q=i32(cu_seqlens_q), cu_seqlens_k=i32(cu_seqlens_k),
-                 seqused_k=i32(seqused_k), leftpad_k=i32(leftpad_k), page_table=i32(page_table), sinks=f32(sinks),
-                 q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=out_dtype)
-    o = torch.empty(q.shape[:-1] + (v.shape[-1],), dtype=out_dtype, device=q.device)
-    if q.dim() == 3:
-        lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)      # [H, total_q]
-    else:
-        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)  # [B, H, Sq]
-    try:
-        abi.launch(_lib(), call, inp, o, lse)                # on q's device's current stream
-    except abi.Unsupported as e:
-        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
-                                  f"({call})") from e
-    except abi.LaunchError as e:
-        raise RuntimeError(f"kernelseek.attention: {e}") from e
+
+
+def _scale(q, qv, softmax_scale):
+    """FA3's default: 1 / sqrt(D + Dv of qv)."""
+    if softmax_scale is not None:
+        return float(softmax_scale)
+    return (q.shape[-1] + (qv.shape[-1] if qv is not None else 0)) ** -0.5
+
+
+def _window(ws) -> tuple[int, int]:
+    return tuple(int(w) for w in ws)
+
+
+def _qv(q, k, v, qv):
+    """qv: score = q.k + qv.v = [q, qv] . [k, v] (one concatenated head dim)."""
+    if qv is None:
+        return q, k
+    core.step("qv-concat")
+    return torch.cat((q, qv.to(q.dtype)), dim=-1), torch.cat((k, v), dim=-1)
+
+
+def _finish(o, lse, out, return_lse: bool):
+    if out is not None:
+        out.copy_(o)
+        o = out
     return (o, lse) if return_lse else o
 
 
-def _scale(q, softmax_scale):
-    return softmax_scale if softmax_scale is not None else q.shape[-1] ** -0.5
+def _common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_descale, v_descale, num_splits):
+    """The Problem fields every entry point passes the same way."""
+    return dict(causal=bool(causal), window=_window(window_size), chunk=int(attention_chunk or 0),
+                softcap=float(softcap or 0.0), sinks=s_aux, descales=(q_descale, k_descale, v_descale),
+                num_splits=int(num_splits or 0))
 
 
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                     v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
-                    pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None):
+                    pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None,
+                    out=None):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D/Dv] -> out [B, Sq, Hq, Dv] (and lse [B, Hq, Sq])."""
-    _unsupported(qv=qv is not None, attention_chunk=bool(attention_chunk))
-    call = _Call(q.shape[0], q.shape[2], k.shape[2], q.shape[3], v.shape[3], q.shape[1], k.shape[1], bool(causal),
-                 tuple(window_size), float(softcap or 0.0), _scale(q, softmax_scale), int(num_splits or 0))
-    return _run(call, q, k, v, sinks=s_aux, descales=(q_descale, k_descale, v_descale), return_lse=return_attn_probs)
+    _no_backward(q, k, v, qv)
+    core.reset_record()
+    scale = _scale(q, qv, softmax_scale)
+    qq, kk = _qv(q, k, v, qv)
+    p = Problem(q=qq, k=kk, v=v, kv="dense", batch=q.shape[0], max_q=q.shape[1], max_k=k.shape[1], scale=scale,
+                **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_descale, v_descale,
+                          num_splits))
+    o, lse = solve(p)
+    return _finish(o, lse, out, return_attn_probs)
+
+
+def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=None, k_descale=None,
+                              v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0,
+                              deterministic=False, num_heads_q=None, sm_margin=0, return_attn_probs=False):
+    """qkv [B, S, 3, H, D], or [B, S, Hq + 2 Hkv, D] with num_heads_q -> flash_attn_func."""
+    if qkv.dim() == 5:
+        q, k, v = qkv.unbind(dim=-3)
+    else:
+        if num_heads_q is None:
+            raise ValueError("flash_attn_qkvpacked_func: a 4-D qkv needs num_heads_q")
+        hk = (qkv.shape[2] - num_heads_q) // 2
+        q, k, v = qkv.split([num_heads_q, hk, hk], dim=-2)
+    return flash_attn_func(q, k, v, softmax_scale, causal, None, q_descale, k_descale, v_descale, window_size,
+                           attention_chunk, softcap, return_attn_probs=return_attn_probs)
 
 
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
                            seqused_k=None, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                            v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
-                           pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None):
+                           pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None,
+                           out=None):
     """q [total_q, Hq, D], k/v [total_k, Hkv, D/Dv], cu_seqlens [B+1] -> out [total_q, Hq, Dv] (lse [Hq, total_q])."""
-    _unsupported(qv=qv is not None, attention_chunk=bool(attention_chunk), seqused_q=seqused_q is not None)
-    call = _Call(cu_seqlens_q.shape[0] - 1, q.shape[1], k.shape[1], q.shape[2], v.shape[2], int(max_seqlen_q),
-                 int(max_seqlen_k), bool(causal), tuple(window_size), float(softcap or 0.0), _scale(q, softmax_scale),
-                 int(num_splits or 0))
-    return _run(call, q, k, v, cu_seqlens_q=cu_seqlens_q, cu_seqlens_k=cu_seqlens_k, seqused_k=seqused_k,
-                sinks=s_aux, descales=(q_descale, k_descale, v_descale), return_lse=return_attn_probs)
+    _no_backward(q, k, v, qv)
+    core.reset_record()
+    scale = _scale(q, qv, softmax_scale)
+    qq, kk = _qv(q, k, v, qv)
+    p = Problem(q=qq, k=kk, v=v, kv="packed", batch=cu_seqlens_q.shape[0] - 1, max_q=int(max_seqlen_q),
+                max_k=int(max_seqlen_k), scale=scale, cu_q=cu_seqlens_q, seqused_q=seqused_q, cu_k=cu_seqlens_k,
+                seqused_k=seqused_k, **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale,
+                                               k_descale, v_descale, num_splits))
+    o, lse = solve(p)
+    return _finish(o, lse, out, return_attn_probs)
+
+
+def _update_cache(q, k_cache, v_cache, k, v, *, seqlens, page_table, cache_batch_idx, cu_seqlens_q,
+                  cu_seqlens_k_new, rotary_cos, rotary_sin, rotary_seqlens, rotary_interleaved, per_row):
+    """Append k/v (rotary) in place and rotate q: -> (q, key ends [B])."""
+    if rotary_cos is not None and k is None:
+        raise ValueError("kernelseek.attention: rotary_cos/sin need new k/v to append (as FlashAttention-3)")
+    if (k is None) != (v is None):
+        raise ValueError("kernelseek.attention: give both k and v to append, or neither")
+    if k is None:
+        return q, seqlens
+    ro = seqlens if rotary_seqlens is None else rotary_seqlens
+    if rotary_cos is not None:
+        core.step("rotary")
+        q = cache.rotate_q(q, rotary_cos, rotary_sin, ro, cu_seqlens_q, per_row, rotary_interleaved)
+    core.step("append-kv")
+    new = cache.append_kv(k_cache, v_cache, k, v, cache_seqlens=seqlens, page_table=page_table,
+                          batch_idx=cache_batch_idx, cu_new=cu_seqlens_k_new, cos=rotary_cos, sin=rotary_sin,
+                          ro=ro, interleaved=rotary_interleaved)
+    return q, (seqlens.long() + new).to(torch.int32)
 
 
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
@@ -139,24 +144,46 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                             q_descale=None, k_descale=None, v_descale=None, softmax_scale=None, causal=False,
                             window_size=(-1, -1), attention_chunk=0, softcap=0.0, rotary_interleaved=True,
                             scheduler_metadata=None, num_splits=0, pack_gqa=None, sm_margin=0,
-                            return_softmax_lse=False, s_aux=None):
-    """q [B, Sq, Hq, D]; caches [B, Sk, Hkv, D] or paged [num_pages, page_size, Hkv, D] with
-    page_table [B, pages]; cache_seqlens [B] (int or tensor) -> out [B, Sq, Hq, Dv] (lse)."""
-    _unsupported(appending_new_k_v=k is not None or v is not None, qv=qv is not None,
-                 rotary_embedding=rotary_cos is not None or rotary_sin is not None,
-                 cache_batch_idx=cache_batch_idx is not None, varlen_queries_with_a_kv_cache=cu_seqlens_q is not None,
-                 attention_chunk=bool(attention_chunk))
-    import torch
-    b = q.shape[0]
+                            return_softmax_lse=False, s_aux=None, out=None):
+    """q [B, Sq, Hq, D] (or packed [T, Hq, D] with cu_seqlens_q); caches [Bc, Sk, Hkv, D] or paged
+    [num_pages, page_size, Hkv, D] with page_table [B, pages]; cache_seqlens [B] (int or tensor)
+    -> out like q with Dv (lse [B, Hq, Sq] or [Hq, T]). New k/v are written into the caches in place."""
+    _no_backward(q, k_cache, v_cache, k, v, qv)
+    core.reset_record()
+    scale = _scale(q, qv, softmax_scale)
+    b = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1
+    cap = page_table.shape[1] * k_cache.shape[1] if page_table is not None else k_cache.shape[1]
+    if cache_seqlens is None:
+        cache_seqlens = cap
     if isinstance(cache_seqlens, int):
         cache_seqlens = torch.full((b,), cache_seqlens, dtype=torch.int32, device=q.device)
-    if page_table is not None:
-        max_k = page_table.shape[1] * k_cache.shape[1]
-    else:
-        max_k = k_cache.shape[1]
-    call = _Call(b, q.shape[2], k_cache.shape[2], q.shape[3], v_cache.shape[3], q.shape[1], max_k, bool(causal),
-                 tuple(window_size), float(softcap or 0.0), _scale(q, softmax_scale), int(num_splits or 0))
-    if page_table is not None and cache_seqlens is None:
-        cache_seqlens = torch.full((b,), max_k, dtype=torch.int32, device=q.device)
-    return _run(call, q, k_cache, v_cache, seqused_k=cache_seqlens, leftpad_k=cache_leftpad, page_table=page_table,
-                sinks=s_aux, descales=(q_descale, k_descale, v_descale), return_lse=return_softmax_lse)
+    window, chunk = _window(window_size), int(attention_chunk or 0)
+    per_row = bool(causal) or chunk > 0 or window != (-1, -1)
+    q, seqused = _update_cache(q, k_cache, v_cache, k, v, seqlens=cache_seqlens, page_table=page_table,
+                               cache_batch_idx=cache_batch_idx, cu_seqlens_q=cu_seqlens_q,
+                               cu_seqlens_k_new=cu_seqlens_k_new, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
+                               rotary_seqlens=rotary_seqlens, rotary_interleaved=rotary_interleaved,
+                               per_row=per_row)
+    qq, kc = _qv(q, k_cache, v_cache, qv)
+    max_q = int(max_seqlen_q) if max_seqlen_q is not None else (q.shape[1] if cu_seqlens_q is None else q.shape[0])
+    p = Problem(q=qq, k=kc, v=v_cache, kv="paged" if page_table is not None else "dense", batch=b, max_q=max_q,
+                max_k=cap, scale=scale, cu_q=cu_seqlens_q, seqused_k=seqused, leftpad=cache_leftpad,
+                page_table=page_table, batch_idx=cache_batch_idx,
+                **_common(causal, window, chunk, softcap, s_aux, q_descale, k_descale, v_descale, num_splits))
+    o, lse = solve(p)
+    return _finish(o, lse, out, return_softmax_lse)
+
+
+def flash_attn_combine(out_partial, lse_partial, out=None, out_dtype=None):
+    """Merge split results: out_partial [splits, ..., D] fp32, lse_partial [splits, ...] fp32 -> (out, lse)."""
+    return cache.combine(out_partial, lse_partial, out, out_dtype)
+
+
+def get_scheduler_metadata(batch_size, max_seqlen_q, max_seqlen_k, num_heads_q, num_heads_kv, headdim,
+                           cache_seqlens, qkv_dtype=torch.bfloat16, headdim_v=None, cu_seqlens_q=None,
+                           cu_seqlens_k_new=None, cache_leftpad=None, page_size=None, max_seqlen_k_new=0,
+                           causal=False, window_size=(-1, -1), attention_chunk=0, has_softcap=False,
+                           num_splits=0, pack_gqa=None, sm_margin=0):
+    """FA3 precomputes a tile schedule here; our kernels need none. Returns an empty int32 tensor on
+    cache_seqlens' device, which flash_attn_with_kvcache accepts (and ignores) as scheduler_metadata."""
+    return torch.empty(0, dtype=torch.int32, device=cache_seqlens.device)

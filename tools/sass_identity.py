@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import argparse
 import difflib
+import re
 import sys
 from pathlib import Path
 
@@ -26,6 +27,8 @@ def main(argv: list[str] | None = None) -> int:
                     "kernels whose key contains this text (both sides must be builds)")
     ap.add_argument("--with-dropped", action="store_true", help="OLD is a reference .json: compare NEW's "
                     "kernels with its dropped kernels too, and list only those NEW has (a variant build)")
+    ap.add_argument("--added", action="append", default=[], help="kernels only NEW has that are expected "
+                    "(regex on the key): they do not make the exit status 1")
     ap.add_argument("--write", help="write OLD's records to this .json (no comparison)")
     ap.add_argument("--drop", action="append", default=[], help="with --write: leave out keys matching this regex")
     ap.add_argument("--note", default="", help="with --write: a note stored in the file")
@@ -50,7 +53,8 @@ def main(argv: list[str] | None = None) -> int:
                 continue
             print(f"=== {k}")
             print("\n".join(difflib.unified_diff(old[k]["lines"], new[k]["lines"], "old", "new", n=2, lineterm="")))
-    return 0 if all(r["status"] == "same" for r in rows) else 1
+    expected = lambda r: r["status"] == "only new" and any(re.search(x, r["key"]) for x in a.added)
+    return 0 if all(r["status"] == "same" or expected(r) for r in rows) else 1
 
 
 if __name__ == "__main__":

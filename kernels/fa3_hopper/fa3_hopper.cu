@@ -136,6 +136,12 @@ inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only
 }
 #endif  // !KSEEK_FA3_FORCE_FALLBACK
 
+namespace fa3 {
+// Which path the last kseek_fwd on this process launched (kseek_last_path): 0 the naive fallback,
+// 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, -1 none yet. Host-only bookkeeping.
+inline int g_last_kind = -1;
+}
+
 extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
   if (const int st = naive::check_params(p); st != KSEEK_OK) return st;
   if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
@@ -143,16 +149,22 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
 #if !KSEEK_FA3_FORCE_FALLBACK
   if (use_decode(p)) {  // paged KV, or dense decode (a few query rows per KV head)
     fa3::g_last_path = 1;
+    fa3::g_last_kind = 1;
     return dec::run(p, stream);
   }
   int r = fa3::fwd(p, stream);             // bf16/fp16 prefill
-  if (r < 0) r = fa3::f8::fwd(p, stream);  // fp8 e4m3 (-1 for anything it does not take)
+  fa3::g_last_kind = 2;
+  if (r < 0) {
+    r = fa3::f8::fwd(p, stream);  // fp8 e4m3 (-1 for anything it does not take)
+    fa3::g_last_kind = 3;
+  }
   if (r >= 0) {
     fa3::g_last_path = 1;
     return r;
   }
 #endif
   fa3::g_last_path = 0;
+  fa3::g_last_kind = 0;
   switch (p->dtype) {
     case KSEEK_BF16: return naive::launch_out<__nv_bfloat16>(p, stream);
     case KSEEK_FP16: return naive::launch_out<__half>(p, stream);
@@ -170,3 +182,7 @@ extern "C" size_t kseek_workspace_bytes(const kseek_params* p) {
 }
 
 extern "C" const char* kseek_name(void) { return "fa3_hopper"; }
+
+// Optional ABI extra (kernelseek.attention records it per call): the path of the last kseek_fwd
+// (fa3::g_last_kind above). A kernel without it is recorded as "unknown".
+extern "C" int kseek_last_path(void) { return fa3::g_last_kind; }

@@ -37,14 +37,14 @@ def naive(session_cache) -> kb.BuildResult:
 def test_naive_builds_with_ptxas_report(naive):
     assert naive.so_path.is_file() and naive.so_path.suffix == ".so"
     assert "-gencode=arch=compute_90a,code=sm_90a" in naive.flags and "-v" in naive.flags
-    # 3 input dtypes x 2 output dtypes of one kernel template
-    assert len(naive.ptxas) == 6
+    # 3 input dtypes x 2 output dtypes of the main kernel, 2 x 2 (16-bit) of the wide one (head dims past 256)
+    assert len(naive.ptxas) == 10
+    assert sum("naive_wide_kernel<" in k["demangled"] for k in naive.ptxas) == 4
     for k in naive.ptxas:
-        assert "naive_fwd_kernel" in k["kernel"] and k["arch"] == "sm_90a"
+        assert ("naive_fwd_kernel" in k["kernel"] or "naive_wide_kernel" in k["kernel"]) and k["arch"] == "sm_90a"
         assert 0 < k["registers"] <= 255
         assert k["smem_bytes"] > 0
         assert k["spill_stores_bytes"] == k["spill_loads_bytes"] == k["stack_bytes"] == 0
-        assert "naive_fwd_kernel<" in k["demangled"]
     assert len(naive.key) == 64 and naive.source_hash == kb.source_hash(NAIVE)
 
 
@@ -63,8 +63,11 @@ def test_naive_validates_params_without_a_gpu(naive):
     buf = ctypes.create_string_buffer(64)
     p.q = p.k = p.v = p.o = ctypes.addressof(buf)
     assert lib.fwd(p, 0) == 2                       # heads_q % heads_kv != 0
-    p.heads_q, p.head_dim = 4, 264
-    assert lib.fwd(p, 0) == 2                       # head_dim > 256
+    p.heads_q, p.head_dim = 4, 584
+    assert lib.fwd(p, 0) == 2                       # head_dim > 576 (the wide kernel's limit)
+    p.head_dim, p.head_dim_v = 64, 520
+    assert lib.fwd(p, 0) == 2                       # head_dim_v > 512
+    p.head_dim_v = 64
     p.head_dim, p.out_dtype = 64, abi.FP8_E4M3
     assert lib.fwd(p, 0) == 1                       # fp8 output: KSEEK_ERR_UNSUPPORTED
     assert lib.workspace_bytes(p) == 0

@@ -63,7 +63,8 @@ def test_fallback_variant_builds_only_the_fallback(tmp_path_factory):
                  cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
     assert r.ok, r.log[-3000:]
     names = sorted(k["demangled"] for k in r.ptxas)
-    assert len(names) == 6 and all(n.startswith("void naive::naive_fwd_kernel<") for n in names), names
+    assert len(names) == 10 and all(n.startswith(("void naive::naive_fwd_kernel<", "void naive::naive_wide_kernel<"))
+                                    for n in names), names
 
 
 @pytest.mark.parametrize("flag, says", [("-DKSEEK_FA3_BN=100", "KSEEK_FA3_BN must be"),

@@ -1,0 +1,191 @@
+"""One call of the ABI (kernels/kseek.h) for kernelseek.attention: `Core` describes it, `run` makes it.
+
+Every kernelseek.attention call becomes one or more Core calls (attention_plan.py builds them).
+On CUDA tensors a Core call launches the kernel (built once per process) on the current stream and
+records which path the kernel took (`kseek_last_path`: decode, prefill, prefill_fp8, naive); on CPU
+tensors it is answered by reference_fa3.attention_ref in float64 (slow; it lets the composition be
+tested without a GPU) and recorded as "reference".
+
+RECORD is what the last top-level kernelseek.attention call did: "steps" (the plan's torch-side
+transforms, in order) and "paths" (one entry per Core call). `PATH_COUNTS` counts paths over the
+process, so a test or a serving engine can assert that nothing ran on the naive fallback.
+"""
+from __future__ import annotations
+
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .paths import KERNELS
+
+DEFAULT_KERNEL = KERNELS / "fa3_hopper"
+PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8"}
+RECORD: dict = {"steps": [], "paths": []}
+PATH_COUNTS: Counter = Counter()
+_LIBS: dict[str, object] = {}
+
+
+def reset_record() -> None:
+    RECORD["steps"], RECORD["paths"] = [], []
+
+
+def step(name: str) -> None:
+    """Note one torch-side transform of the current call (attention_plan calls it)."""
+    RECORD["steps"].append(name)
+
+
+@dataclass
+class _Call:
+    """What abi.make_params reads from a Scenario, for one call (no host copies of lengths)."""
+    n_batch: int
+    heads_q: int
+    heads_kv: int
+    head_dim: int
+    dv: int
+    max_q: int
+    max_k: int
+    causal: bool
+    window: tuple
+    softcap: float
+    softmax_scale: float
+    num_splits: int
+    name: str = "flash_attn call"
+
+    def q_lens(self):
+        return [self.max_q]
+
+    def k_capacity(self):
+        return [self.max_k]
+
+    @property
+    def effective_window(self):
+        left, right = self.window
+        if self.causal:
+            right = 0 if right < 0 else min(right, 0)
+        return left, right
+
+
+@dataclass
+class Core:
+    """One kseek_fwd call. q dense [B,Sq,Hq,D] or packed [T,Hq,D] (cu_seqlens_q); k/v dense
+    [B,Sk,Hkv,*], packed [Tk,Hkv,*] (cu_seqlens_k) or paged [pages,page_size,Hkv,*] (page_table).
+    max_q/max_k: host bounds of the per-sequence lengths (kseek.h seqlen_q / seqlen_k)."""
+    q: object
+    k: object
+    v: object
+    batch: int
+    max_q: int
+    max_k: int
+    scale: float
+    causal: bool = False
+    window: tuple = (-1, -1)
+    softcap: float = 0.0
+    cu_seqlens_q: object = None
+    cu_seqlens_k: object = None
+    seqused_k: object = None
+    leftpad_k: object = None
+    page_table: object = None
+    sinks: object = None
+    descales: tuple = (None, None, None)
+    num_splits: int = 0
+    extra: dict = field(default_factory=dict)
+
+
+def out_dtype(q):
+    import torch
+    return torch.bfloat16 if q.dtype == getattr(torch, "float8_e4m3fn", None) else q.dtype
+
+
+def _lib(kernel: str | os.PathLike | None = None):
+    from . import abi, build, constraints
+    path = str(kernel or os.environ.get("KSEEK_ATTENTION_KERNEL") or DEFAULT_KERNEL)
+    if path not in _LIBS:
+        res = build.build(path)
+        if not res.ok:
+            raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
+        chk = constraints.check_binary(res.so_path)
+        if not chk.ok:
+            raise RuntimeError(f"{path}: refused by the constraint check: {'; '.join(chk.reasons)}")
+        _LIBS[path] = abi.load(res.so_path)
+    return _LIBS[path]
+
+
+def _alloc(c: Core):
+    """o like q with Dv (out dtype), lse [Hq, T] (packed q) or [B, Hq, Sq], float32."""
+    import torch
+    q = c.q
+    o = torch.empty(q.shape[:-1] + (c.v.shape[-1],), dtype=out_dtype(q), device=q.device)
+    if q.dim() == 3:
+        lse = torch.empty(q.shape[1], q.shape[0], dtype=torch.float32, device=q.device)
+    else:
+        lse = torch.empty(q.shape[0], q.shape[2], q.shape[1], dtype=torch.float32, device=q.device)
+    return o, lse
+
+
+def check_bounds(c: Core) -> None:
+    """The ABI's host bounds hold: every sequence has at most max_q rows and max_k keys (kseek.h
+    seqlen_q / seqlen_k). Reads lengths back, so only the CPU path runs it (the tests' guard)."""
+    if c.cu_seqlens_q is not None:
+        rows = int((c.cu_seqlens_q[1:] - c.cu_seqlens_q[:-1]).max()) if c.batch else 0
+    else:
+        rows = c.q.shape[1]
+    if c.seqused_k is not None:
+        keys = int(c.seqused_k.max()) if c.batch else 0
+    elif c.cu_seqlens_k is not None:
+        keys = int((c.cu_seqlens_k[1:] - c.cu_seqlens_k[:-1]).max()) if c.batch else 0
+    else:
+        keys = c.page_table.shape[1] * c.k.shape[1] if c.page_table is not None else c.k.shape[1]
+    if rows > c.max_q or keys > c.max_k:
+        raise ValueError(f"kseek call bounds violated: {rows} rows > max_q {c.max_q} or {keys} keys > max_k {c.max_k}")
+
+
+def _run_reference(c: Core):
+    from .reference_fa3 import attention_ref
+    check_bounds(c)
+    qd, kd, vd = c.descales
+    o, lse = attention_ref(c.q, c.k, c.v, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k,
+                           seqused_k=c.seqused_k, leftpad_k=c.leftpad_k, page_table=c.page_table,
+                           softmax_scale=c.scale, causal=c.causal, window_size=c.window, softcap=c.softcap,
+                           s_aux=c.sinks, q_descale=qd, k_descale=kd, v_descale=vd)
+    RECORD["paths"].append("reference")
+    PATH_COUNTS["reference"] += 1
+    return o.to(out_dtype(c.q)), lse.float()
+
+
+def _run_kernel(c: Core):
+    import torch
+    from . import abi
+    from .inputs import Inputs
+    dev = c.q.device
+    i32 = (lambda t: None if t is None else t.to(device=dev, dtype=torch.int32).contiguous())
+    f32 = (lambda t: None if t is None else t.to(device=dev, dtype=torch.float32).contiguous())
+    qd, kd, vd = (f32(d) for d in c.descales)
+    inp = Inputs(q=c.q, k=c.k, v=c.v, cu_seqlens_q=i32(c.cu_seqlens_q), cu_seqlens_k=i32(c.cu_seqlens_k),
+                 seqused_k=i32(c.seqused_k), leftpad_k=i32(c.leftpad_k), page_table=i32(c.page_table),
+                 sinks=f32(c.sinks), q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=out_dtype(c.q))
+    call = _Call(c.batch, c.q.shape[-2], c.k.shape[-2], c.q.shape[-1], c.v.shape[-1], int(c.max_q), int(c.max_k),
+                 bool(c.causal), tuple(int(w) for w in c.window), float(c.softcap or 0.0), float(c.scale),
+                 int(c.num_splits or 0))
+    o, lse = _alloc(c)
+    lib = _lib()
+    try:
+        abi.launch(lib, call, inp, o, lse)                # on q's device's current stream
+    except abi.Unsupported as e:
+        raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
+                                  f"({call})") from e
+    except abi.LaunchError as e:
+        raise RuntimeError(f"kernelseek.attention: {e}") from e
+    getter = getattr(lib.dll, "kseek_last_path", None)
+    path = PATH_NAMES.get(int(getter()), "unknown") if getter is not None else "unknown"
+    RECORD["paths"].append(path)
+    PATH_COUNTS[path] += 1
+    return o, lse
+
+
+def run(c: Core):
+    """(o, lse) of one Core call: the kernel on CUDA tensors, the float64 reference on CPU tensors."""
+    if c.q.is_cuda:
+        return _run_kernel(c)
+    if c.q.device.type != "cpu":
+        raise ValueError(f"kernelseek.attention: tensors must be on a CUDA device (got {c.q.device})")
+    return _run_reference(c)

@@ -1,0 +1,278 @@
+"""From one FlashAttention-3 forward to kseek.h calls (attention_core.Core), by exact torch-side transforms.
+
+The kernel's ABI has dense, varlen (packed) and paged layouts, seqused_k, leftpad_k, windows and the
+rest; FA3's interface has more. `solve(Problem)` maps each extra onto the ABI without changing a
+single score or weight (so the fast paths run them):
+
+* attention_chunk C: a query at key position p sees keys [floor(p/C) C, floor(p/C) C + C) only, so
+  each (sequence, chunk) becomes its own varlen segment: the chunk's queries and keys, bottom-right
+  aligned inside the segment exactly as in the whole sequence (the segment's last query is the
+  chunk's last key position). Queries at p < 0 form a segment with no keys (O = 0, lse = -inf).
+  Windows and causal carry over unchanged (they are relative to the diagonal). Descales are
+  expanded per segment.
+* seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
+  varlen, and scattered back; unused rows get O = 0, lse = -inf.
+* varlen queries over a KV cache, and anything the decode path does not take on a paged cache: the
+  keys become a packed varlen tensor (a dense cache is viewed, pages or a cache_batch_idx are
+  gathered: one copy of the keys those sequences can reach) for the prefill kernels.
+* varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64, 16-bit):
+  each sequence's rows at the end of a dense [B, max_seqlen_q] block (exact: the bottom-right
+  diagonal is the same), no gather.
+* cache_batch_idx on a dense cache that the decode path takes: a page table [B, 1] whose page is
+  the whole cache row (page_size = Sk), no copy. On a paged cache: its page-table rows, gathered.
+* Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
+  Dv > 256: V split into column blocks of 256, one call each (same softmax, outputs concatenated).
+* qv: [q, qv] . [k, v] (attention.py concatenates); its head dim D + Dv (320, 576) only fits the
+  naive kernel's wide instantiation (16-bit), recorded as the step "wide-naive": correct, slow.
+Nothing here reads a device value back to the host (no sync); lengths the host needs are bounds
+(max_seqlen_q, the cache capacity).
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+
+import torch
+import torch.nn.functional as F
+
+from . import attention_core as core
+
+DECODE_MAX_ROWS = 64                 # kernels/fa3_hopper/decode.cuh kMaxRows: Sq * Hq/Hkv per KV head
+DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these
+FAST_SHAPES = {(64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256)}  # prefill_host.cuh
+MAX_DIM = 256                        # widest head dim of the fast paths and of naive_core.cuh's main kernel
+MAX_WIDE_D, MAX_WIDE_DV = 576, 512   # naive_core.cuh naive_wide_kernel (16-bit only): FA3's qv at D 64, Dv 512
+
+
+@dataclass
+class Problem:
+    """One forward. q dense [B,Sq,Hq,D] (cu_q None) or packed [T,Hq,D]; kv: "dense" [Bc,Sk,Hkv,*],
+    "packed" [Tk,Hkv,*] with cu_k, or "paged" [pages,ps,Hkv,*] with page_table. max_q: bound of the
+    query lengths; max_k: bound of the key capacity per sequence."""
+    q: torch.Tensor
+    k: torch.Tensor
+    v: torch.Tensor
+    kv: str
+    batch: int
+    max_q: int
+    max_k: int
+    scale: float
+    cu_q: torch.Tensor | None = None
+    seqused_q: torch.Tensor | None = None
+    cu_k: torch.Tensor | None = None
+    seqused_k: torch.Tensor | None = None
+    leftpad: torch.Tensor | None = None
+    page_table: torch.Tensor | None = None
+    batch_idx: torch.Tensor | None = None
+    causal: bool = False
+    window: tuple = (-1, -1)
+    chunk: int = 0
+    softcap: float = 0.0
+    sinks: torch.Tensor | None = None
+    descales: tuple = (None, None, None)
+    num_splits: int = 0
+
+
+def take(x: torch.Tensor, idx) -> torch.Tensor:
+    """x[idx]; fp8 through a uint8 view (indexing kernels for float8 are not in every torch build)."""
+    if x.element_size() == 1 and x.is_floating_point():
+        return x.view(torch.uint8)[idx].view(x.dtype)
+    return x[idx]
+
+
+def _i32(t):
+    return None if t is None else t.to(torch.int32)
+
+
+def _decode_takes(p: Problem) -> bool:
+    """Does the split-KV decode path take this dense-q call (decode.cuh `supported`, `use_decode`)?"""
+    d, dv = p.q.shape[-1], p.v.shape[-1]
+    g = p.q.shape[-2] // p.k.shape[-2]
+    return (p.q.dtype in (torch.bfloat16, torch.float16) and d == dv and d in DECODE_DIMS
+            and p.cu_q is None and p.max_q * g <= DECODE_MAX_ROWS)
+
+
+# ---- head dims ------------------------------------------------------------------------------------
+def solve(p: Problem):
+    """(o [q.shape[:-1], Dv] in the out dtype, lse [B,Hq,Sq] or [Hq,T] float32) of the forward."""
+    dv = p.v.shape[-1]
+    if dv > MAX_DIM and p.q.shape[-1] <= MAX_DIM:  # V in column blocks: the same softmax weights, each block's outputs
+        core.step("dv-split")
+        parts = [_solve_dims(replace(p, v=p.v[..., c:c + MAX_DIM].contiguous())) for c in range(0, dv, MAX_DIM)]
+        return torch.cat([o for o, _ in parts], dim=-1), parts[0][1]
+    return _solve_dims(p)
+
+
+def _solve_dims(p: Problem):
+    d, dv = p.q.shape[-1], p.v.shape[-1]
+    if (d, dv) not in FAST_SHAPES and d < dv and (dv, dv) in FAST_SHAPES:
+        core.step(f"pad-d{d}-to-{dv}")  # zero columns add nothing to q.k
+        p = replace(p, q=F.pad(p.q, (0, dv - d)), k=F.pad(p.k, (0, dv - d)))
+    d = p.q.shape[-1]
+    wide_ok = p.q.element_size() == 2 and d <= MAX_WIDE_D and dv <= MAX_WIDE_DV
+    if max(d, dv) > MAX_DIM and not wide_ok:
+        raise NotImplementedError(f"kernelseek.attention: head dim {d} (q/k) with {dv} (v) has no kernel path "
+                                  f"(16-bit: at most {MAX_WIDE_D}/{MAX_WIDE_DV}, on the naive kernel; fp8: "
+                                  f"{MAX_DIM}; qv adds Dv to the q/k head dim)")
+    if max(d, dv) > MAX_DIM:
+        core.step("wide-naive")  # only naive_wide_kernel takes it: correct, slow
+    return _solve_layout(p)
+
+
+# ---- layouts ------------------------------------------------------------------------------------
+def _solve_layout(p: Problem):
+    if p.chunk <= 0 and p.seqused_q is None:
+        if p.cu_q is None and p.kv == "dense":
+            if p.batch_idx is None:
+                return _direct(p)
+            if _decode_takes(p):
+                core.step("batch-idx-as-pages")
+                table = p.batch_idx.to(torch.int32).view(-1, 1)
+                return _direct(replace(p, kv="paged", page_table=table, batch_idx=None))
+        if p.cu_q is None and p.kv == "paged" and _decode_takes(p):
+            if p.batch_idx is not None:
+                core.step("batch-idx-page-rows")
+                p = replace(p, page_table=p.page_table[p.batch_idx.long()], batch_idx=None)
+            return _direct(p)
+        if p.cu_q is not None and p.kv == "packed":
+            return _direct(p)
+        if p.cu_q is not None and _decode_takes(replace(p, cu_q=None)):
+            return _padded_q(p)
+    return _packed(p)
+
+
+def _padded_q(p: Problem):
+    """Varlen queries over a cache, decode-shaped (max_q x G <= 64): each sequence's rows placed at the
+    END of a dense [B, max_q] block, so row i sits at padded row max_q - Sq_b + i and the dense call's
+    bottom-right diagonal i_pad + Sk_b - max_q equals the varlen one, i + Sk_b - Sq_b. The decode
+    path reads the cache in place (no gather); the padding rows' outputs are dropped."""
+    core.step("pad-varlen-q")
+    t = p.q.shape[0]
+    cu = p.cu_q.long()
+    rows = torch.arange(t, device=p.q.device)
+    b_of = torch.searchsorted(cu[1:], rows, right=True).clamp(max=p.batch - 1)
+    slot = p.max_q - (cu[1:] - cu[:-1])[b_of] + (rows - cu[b_of])   # padded row of each packed row
+    q = torch.zeros((p.batch, p.max_q) + tuple(p.q.shape[1:]), dtype=p.q.dtype, device=p.q.device)
+    q[b_of, slot] = p.q
+    o, lse = _solve_layout(replace(p, q=q, cu_q=None))
+    return o[b_of, slot], lse[b_of, :, slot].T.contiguous()
+
+
+def _direct(p: Problem):
+    c = core.Core(q=p.q, k=p.k, v=p.v, batch=p.batch, max_q=p.max_q,
+                  max_k=p.page_table.shape[1] * p.k.shape[1] if p.kv == "paged" else p.max_k,
+                  scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap, cu_seqlens_q=p.cu_q,
+                  cu_seqlens_k=p.cu_k, seqused_k=p.seqused_k, leftpad_k=p.leftpad, page_table=p.page_table,
+                  sinks=p.sinks, descales=p.descales, num_splits=p.num_splits)
+    return core.run(c)
+
+
+def _packed_kv(p: Problem):
+    """(k [Tk,Hkv,D], v, start [B] first row of each sequence, end [B] its key end, cu_k [B+1] int32)."""
+    dev = p.q.device
+    if p.kv == "packed":
+        start, cap = p.cu_k[:-1].long(), (p.cu_k[1:] - p.cu_k[:-1]).long()
+        k, v, cu = p.k, p.v, _i32(p.cu_k)
+    else:
+        if p.kv == "paged":
+            table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
+            core.step("gather-pages")
+            k, v = take(p.k, table.long()), take(p.v, table.long())  # [B, pages, ps, Hkv, *]
+            k, v = k.flatten(1, 2), v.flatten(1, 2)
+        elif p.batch_idx is not None:
+            core.step("gather-batch-idx")
+            k, v = take(p.k, p.batch_idx.long()), take(p.v, p.batch_idx.long())
+        else:
+            k, v = p.k, p.v
+        s = k.shape[1]
+        k, v = k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:])
+        start = torch.arange(p.batch, device=dev, dtype=torch.long) * s
+        cap = torch.full((p.batch,), s, device=dev, dtype=torch.long)
+        cu = torch.arange(p.batch + 1, device=dev, dtype=torch.int32) * s
+    end = p.seqused_k.long() if p.seqused_k is not None else cap
+    return k, v, start, end, cu
+
+
+def _packed_q(p: Problem):
+    """(q [T,Hq,D], cu_q [B+1] int32): dense q viewed as B sequences of Sq rows."""
+    if p.cu_q is not None:
+        return p.q, _i32(p.cu_q)
+    b, sq = p.q.shape[0], p.q.shape[1]
+    return p.q.reshape(b * sq, *p.q.shape[2:]), torch.arange(b + 1, device=p.q.device, dtype=torch.int32) * sq
+
+
+def _compact(q, cu, used):
+    """seqused_q: the first used[b] rows of each sequence packed to the front.
+    -> (q_c [T,H,D], cu_c [B+1], dest [T] row of each source row in q_c, keep [T] bool)."""
+    t = q.shape[0]
+    rows = torch.arange(t, device=q.device)
+    b_of = torch.searchsorted(cu[1:].long(), rows, right=True).clamp(max=cu.numel() - 2)
+    i = rows - cu.long()[b_of]
+    used = torch.minimum(used.long(), (cu[1:] - cu[:-1]).long())
+    keep = i < used[b_of]
+    cu_c = F.pad(torch.cumsum(used, 0), (1, 0)).to(torch.int32)
+    dest = torch.where(keep, cu_c.long()[b_of] + i, torch.full_like(i, t))
+    q_c = torch.zeros((t + 1,) + tuple(q.shape[1:]), dtype=torch.uint8 if q.element_size() == 1 else q.dtype,
+                      device=q.device)
+    q_c.index_copy_(0, dest, q.view(torch.uint8) if q.element_size() == 1 else q)
+    return q_c[:t].view(q.dtype), cu_c, dest.clamp(max=max(t - 1, 0)), keep
+
+
+def _segments(cu_q, start, end, lp, chunk: int, max_k: int, total_k: int):
+    """attention_chunk as varlen segments: per sequence one key-less segment (queries at p < 0)
+    and one per chunk. -> (cu_q_seg, cu_k_seg, seqused_k_seg [B*(NC+1)] int32, batch of each segment)."""
+    nb = cu_q.numel() - 1
+    nc = max(1, math.ceil(max_k / chunk))
+    dev = cu_q.device
+    qs, sq = cu_q[:-1].long(), (cu_q[1:] - cu_q[:-1]).long()
+    base, sk = start + lp, (end - lp).clamp(min=0)
+    off = sk - sq                                                  # query i sits at key position i + off
+    c = torch.arange(nc, device=dev, dtype=torch.long)[None, :] * chunk   # chunk starts [1, NC]
+    qlo = torch.minimum(torch.maximum(c - off[:, None], torch.zeros_like(c)), sq[:, None])   # [B, NC]
+    q_starts = torch.cat([qs[:, None], qs[:, None] + qlo], dim=1)                           # [B, NC+1]
+    k_lo = torch.minimum(c.expand(nb, nc), sk[:, None])
+    k_hi = torch.minimum(c + chunk, sk[:, None])
+    k_starts = torch.cat([base[:, None], base[:, None] + k_lo], dim=1)
+    used = torch.cat([torch.zeros_like(base)[:, None], k_hi - k_lo], dim=1)
+    cu_q_seg = torch.cat([q_starts.flatten(), cu_q[-1:].long()]).to(torch.int32)
+    cu_k_seg = torch.cat([k_starts.flatten(), torch.full((1,), total_k, device=dev, dtype=torch.long)])
+    seg_b = torch.arange(nb, device=dev).repeat_interleave(nc + 1)
+    return cu_q_seg, cu_k_seg.to(torch.int32), used.flatten().to(torch.int32), seg_b
+
+
+def _packed(p: Problem):
+    """The general path: packed q (seqused_q compacted), packed keys, chunk segments; back to p's layout."""
+    core.step("packed")
+    q, cu_q = _packed_q(p)
+    unpack = None
+    if p.seqused_q is not None:
+        core.step("compact-seqused-q")
+        q, cu_q, dest, keep = _compact(q, cu_q, p.seqused_q)
+        unpack = (dest, keep)
+    k, v, start, end, cu_k = _packed_kv(p)
+    lp = p.leftpad.long() if p.leftpad is not None else torch.zeros_like(start)
+    c = core.Core(q=q, k=k, v=v, batch=p.batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
+                  window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
+                  seqused_k=_i32(end), leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=p.descales,
+                  num_splits=p.num_splits)
+    if p.chunk > 0:
+        core.step("chunk-segments")
+        cu_qs, cu_ks, used, seg_b = _segments(cu_q, start, end, lp, p.chunk, p.max_k, k.shape[0])
+        ds = tuple(None if d is None else d[seg_b] for d in p.descales)
+        # rows per segment: a chunk's <= C; the key-less segment's <= Sq - Sk (known for a dense call),
+        # else the bound max_q. A tight bound keeps the kernel's tile grid (segments x row tiles) small.
+        exact = p.cu_q is None and p.kv == "dense" and p.seqused_k is None and p.leftpad is None
+        null_rows = max(0, p.max_q - p.max_k) if exact else p.max_q
+        c = replace(c, cu_seqlens_q=cu_qs, cu_seqlens_k=cu_ks, seqused_k=used, leftpad_k=None, descales=ds,
+                    batch=int(seg_b.numel()), max_k=min(p.max_k, p.chunk),
+                    max_q=min(p.max_q, max(p.chunk, null_rows)))
+    o, lse = core.run(c)
+    if unpack is not None:
+        dest, keep = unpack
+        o = torch.where(keep[:, None, None], o[dest], torch.zeros((), dtype=o.dtype, device=o.device))
+        lse = torch.where(keep[None, :], lse[:, dest], torch.full((), float("-inf"), device=lse.device))
+    if p.cu_q is None:
+        b, sq, hq = p.q.shape[0], p.q.shape[1], p.q.shape[2]
+        o = o.view(b, sq, hq, -1)
+        lse = lse.view(hq, b, sq).permute(1, 0, 2).contiguous()
+    return o, lse
