@@ -245,12 +245,18 @@ WORKER = textwrap.dedent('''
     os.dup2(2, 1)
     for line in sys.stdin:
         req = json.loads(line)
+        nonce = req.get("nonce")                      # kernelseek/protocol.py: every reply echoes it
         if req.get("op") == "meta":
-            out.write(json.dumps({"status": "passed", "gpu": "StandIn GPU",
+            out.write(json.dumps({"status": "passed", "gpu": "StandIn GPU", "nonce": nonce,
                                   "baselines": {"flashinfer": "unavailable: not staged"}}) + "\\n")
             continue
+        if req.get("op") == "burst":                  # corroborate.py: the claimed time per call, really spent
+            import time
+            time.sleep(int(req.get("calls", 0)) * (1.1 if req.get("impl") == "fa3" else 1.0) / 1e3)
+            out.write(json.dumps({"status": "passed", "calls": req.get("calls", 0), "nonce": nonce}) + "\\n")
+            continue
         g = 0.4 if req.get("graph") else None
-        out.write(json.dumps({"status": "passed", "time_ms": 1.0, "graph_ms": g, "kernel_ms": 0.9, "host_ms": 0.01,
+        out.write(json.dumps({"status": "passed", "nonce": nonce, "time_ms": 1.0, "graph_ms": g, "kernel_ms": 0.9, "host_ms": 0.01,
             "max_err": 0.001, "err_ratio": 0.1,
             "baselines": {"fa3": {"status": "passed", "version": "FA3 (vLLM) /root/fa3/lib.so", "from": "/root/fa3/lib.so",
                                   "time_ms": 1.1, "graph_ms": 0.5 if g else None}}, "phases_s": {"timing": 0.01}}) + "\\n")
