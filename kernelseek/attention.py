@@ -12,7 +12,8 @@ cache_leftpad, varlen queries over a cache (cu_seqlens_q), new k/v appended to t
 Extras: s_aux (one sink logit per query head, as gpt-oss) and out= (the result is written there).
 pack_gqa is a speed hint FA3 may ignore, and so do we; num_splits goes to the kernel (the decode
 path honours it, the prefill ignores it; the answer is the same). scheduler_metadata is accepted
-and not needed. Backward is not implemented (NotImplementedError before anything runs).
+and not needed. Backward is not implemented: inputs that require grad give an output whose
+backward raises NotImplementedError (the forward runs, as FA3's forward tests need with backward off).
 
 How each feature reaches the kernel (exact transforms, no host sync): attention_plan.py. Which
 kernel path each call took: attention_core.RECORD / PATH_COUNTS. CPU tensors are answered by the
@@ -20,6 +21,9 @@ float64 reference (for tests). The kernel is built once per process (KSEEK_ATTEN
 overrides the path: a .cu file or a kernel folder); docs/attention_dropin.md.
 """
 from __future__ import annotations
+
+import functools
+import inspect
 
 import torch
 
@@ -31,9 +35,37 @@ from .attention_plan import Problem, solve
 DEFAULT_KERNEL = core.DEFAULT_KERNEL
 
 
-def _no_backward(*ts) -> None:
-    if torch.is_grad_enabled() and any(t is not None and t.requires_grad for t in ts):
+class _ForwardOnly(torch.autograd.Function):
+    """Ties an output computed without autograd to the inputs that require grad; backward refuses."""
+
+    @staticmethod
+    def forward(ctx, o, *inputs):
+        return o.view_as(o)
+
+    @staticmethod
+    def backward(ctx, *grads):
         raise NotImplementedError("kernelseek.attention: backward is not supported (forward only)")
+
+
+def _forward_only(*names):
+    """Run the entry point without autograd; where a named input requires grad (and grad mode is on),
+    the output (the first of a tuple) carries a backward that raises NotImplementedError."""
+    def deco(fn):
+        sig = inspect.signature(fn)
+
+        @functools.wraps(fn)
+        def wrapper(*args, **kwargs):
+            bound = sig.bind_partial(*args, **kwargs).arguments
+            grads = [bound[n] for n in names if isinstance(bound.get(n), torch.Tensor) and bound[n].requires_grad]
+            if not (grads and torch.is_grad_enabled()):
+                return fn(*args, **kwargs)
+            with torch.no_grad():
+                res = fn(*args, **kwargs)
+            if isinstance(res, tuple):
+                return (_ForwardOnly.apply(res[0], *grads),) + tuple(res[1:])
+            return _ForwardOnly.apply(res, *grads)
+        return wrapper
+    return deco
 
 
 def _scale(q, qv, softmax_scale):
@@ -69,12 +101,12 @@ def _common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_d
                 num_splits=int(num_splits or 0))
 
 
+@_forward_only("q", "k", "v", "qv")
 def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                     v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
                     pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None,
                     out=None):
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D/Dv] -> out [B, Sq, Hq, Dv] (and lse [B, Hq, Sq])."""
-    _no_backward(q, k, v, qv)
     core.reset_record()
     scale = _scale(q, qv, softmax_scale)
     qq, kk = _qv(q, k, v, qv)
@@ -100,13 +132,13 @@ def flash_attn_qkvpacked_func(qkv, softmax_scale=None, causal=False, q_descale=N
                            attention_chunk, softcap, return_attn_probs=return_attn_probs)
 
 
+@_forward_only("q", "k", "v", "qv")
 def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, max_seqlen_k, seqused_q=None,
                            seqused_k=None, softmax_scale=None, causal=False, qv=None, q_descale=None, k_descale=None,
                            v_descale=None, window_size=(-1, -1), attention_chunk=0, softcap=0.0, num_splits=1,
                            pack_gqa=None, deterministic=False, sm_margin=0, return_attn_probs=False, s_aux=None,
                            out=None):
     """q [total_q, Hq, D], k/v [total_k, Hkv, D/Dv], cu_seqlens [B+1] -> out [total_q, Hq, Dv] (lse [Hq, total_q])."""
-    _no_backward(q, k, v, qv)
     core.reset_record()
     scale = _scale(q, qv, softmax_scale)
     qq, kk = _qv(q, k, v, qv)
@@ -138,6 +170,7 @@ def _update_cache(q, k_cache, v_cache, k, v, *, seqlens, page_table, cache_batch
     return q, (seqlens.long() + new).to(torch.int32)
 
 
+@_forward_only("q", "k_cache", "v_cache", "k", "v", "qv")
 def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary_cos=None, rotary_sin=None,
                             cache_seqlens=None, cache_batch_idx=None, cache_leftpad=None, page_table=None,
                             cu_seqlens_q=None, cu_seqlens_k_new=None, max_seqlen_q=None, rotary_seqlens=None,
@@ -148,7 +181,6 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
     """q [B, Sq, Hq, D] (or packed [T, Hq, D] with cu_seqlens_q); caches [Bc, Sk, Hkv, D] or paged
     [num_pages, page_size, Hkv, D] with page_table [B, pages]; cache_seqlens [B] (int or tensor)
     -> out like q with Dv (lse [B, Hq, Sq] or [Hq, T]). New k/v are written into the caches in place."""
-    _no_backward(q, k_cache, v_cache, k, v, qv)
     core.reset_record()
     scale = _scale(q, qv, softmax_scale)
     b = q.shape[0] if cu_seqlens_q is None else cu_seqlens_q.shape[0] - 1

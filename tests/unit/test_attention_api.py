@@ -11,9 +11,16 @@ def t(*shape, grad=False):
     return torch.randn(*shape, dtype=torch.bfloat16, requires_grad=grad)
 
 
-def test_backward_raises_not_implemented_before_running():
+def test_forward_runs_on_inputs_that_require_grad_and_backward_raises():
+    q, k, v = t(1, 8, 2, 64, grad=True), t(1, 8, 2, 64), t(1, 8, 2, 64)
+    out, lse = A.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    with torch.no_grad():
+        ref = A.flash_attn_func(q.detach(), k, v, causal=True)
+    assert out.requires_grad and not lse.requires_grad and torch.equal(out.detach(), ref)
     with pytest.raises(NotImplementedError, match="backward"):
-        A.flash_attn_func(t(1, 8, 2, 64, grad=True), t(1, 8, 2, 64), t(1, 8, 2, 64))
+        out.float().sum().backward()
+    with torch.no_grad():                                         # no grad mode: a plain tensor
+        assert not A.flash_attn_func(q, k, v).requires_grad
 
 
 def test_rotary_without_new_kv_is_refused_as_fa3_does():
