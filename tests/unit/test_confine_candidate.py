@@ -84,11 +84,17 @@ def test_candidate_build_and_worker_attacks_fail_then_an_honest_kernel_meets_the
     # 1. host code in the worker: every attempt failed, nothing was written anywhere
     log = (root / evs[0]["dir"] / "worker.log").read_text()
     lines = [ln for ln in log.splitlines() if ln.startswith("ATTACK ")]
-    assert len(lines) == 9 and not any("SUCCEEDED" in ln for ln in lines), log
+    # A repository under /tmp sits inside the jail's private tmpfs (the package's read-only bind creates
+    # its parent folders there), so that write "succeeds" into memory the jail discards; the host file
+    # is checked below either way.
+    in_jail_tmp = str(REPO.resolve()).startswith("/tmp/")
+    lines_but_repo = [ln for ln in lines if not (in_jail_tmp and ln.startswith("ATTACK write the repository"))]
+    assert len(lines) == 9 and not any("SUCCEEDED" in ln for ln in lines_but_repo), log
     for what in ("forge evals/99/results.json", "append to trace.jsonl", "edit goal.yaml", "read fa3_hopper.cu",
                  "read /etc/shadow", "read ssh key", "write the workspace"):
         assert f"ATTACK {what}: No such file or directory" in lines, what
-    assert "ATTACK write the repository: Read-only file system" in lines
+    assert ("ATTACK write the repository: Read-only file system" in lines
+            or (in_jail_tmp and "ATTACK write the repository: SUCCEEDED" in lines))
     assert lines[-1] in ("ATTACK connect to the API: Connection refused", "ATTACK connect to the API: Network is unreachable")
     assert not (root / "evals" / "99").exists() and not (REPO / "escaped-from-worker.txt").exists()
     assert not (ws / "from-worker.txt").exists() and (root / "goal.yaml").read_text() == goal_before
