@@ -2,7 +2,8 @@
 
 Every kernelseek.attention call becomes one or more Core calls (attention_plan.py builds them).
 On CUDA tensors a Core call launches the kernel (built once per process) on the current stream and
-records which path the kernel took (`kseek_last_path`: decode, prefill, prefill_fp8, naive); on CPU
+records which path the kernel took (`kseek_last_path`: decode, prefill, prefill_fp8, naive; "empty"
+when the call has no query rows or no keys and nothing is launched); on CPU
 tensors it is answered by reference_fa3.attention_ref in float64 (slow; it lets the composition be
 tested without a GPU) and recorded as "reference".
 
@@ -182,10 +183,28 @@ def _run_kernel(c: Core):
     return o, lse
 
 
+def no_work(c: Core) -> bool:
+    """No query rows, or no key rows at all (q/k/v with 0 rows: total_q or total_k 0, Sq 0, Sk 0,
+    no pages). Such a tensor has no storage (data_ptr() 0), which the kernel refuses as a null
+    pointer (KSEEK_ERR_INVALID); FA3 answers it, e.g. a varlen batch whose key lengths are all 0."""
+    return any(t.shape[:-2].numel() == 0 for t in (c.q, c.k, c.v))
+
+
+def _run_empty(c: Core):
+    """kseek.h's answer without a launch: every row sees no key, so O = 0 and lse = -inf (sinks or not)."""
+    o, lse = _alloc(c)
+    o.zero_()
+    lse.fill_(float("-inf"))
+    RECORD["paths"].append("empty")
+    PATH_COUNTS["empty"] += 1
+    return o, lse
+
+
 def run(c: Core):
-    """(o, lse) of one Core call: the kernel on CUDA tensors, the float64 reference on CPU tensors."""
-    if c.q.is_cuda:
-        return _run_kernel(c)
-    if c.q.device.type != "cpu":
+    """(o, lse) of one Core call: the kernel on CUDA tensors, the float64 reference on CPU tensors;
+    a call with no rows or no keys launches nothing (path "empty")."""
+    if not c.q.is_cuda and c.q.device.type != "cpu":
         raise ValueError(f"kernelseek.attention: tensors must be on a CUDA device (got {c.q.device})")
-    return _run_reference(c)
+    if no_work(c):
+        return _run_empty(c)
+    return _run_kernel(c) if c.q.is_cuda else _run_reference(c)

@@ -40,3 +40,18 @@ def test_api_matches_reference(kw):
     torch.cuda.synchronize()
     c = check_output(s, o, lse, attention_ref(s, inp, "fp32"), attention_ref(s, inp, "lowp"))
     assert c.passed, c.reason
+
+
+@pytest.mark.parametrize("dv, dtype", [(64, torch.bfloat16), (256, torch.float16), (256, torch.float8_e4m3fn)])
+def test_varlen_batch_with_no_keys_at_all(dv, dtype):
+    """FA3's test_flash_attn_varlen_output at 4096 (batch 2, both key lengths 0): the kernel used to get
+    null k/v pointers and return KSEEK_ERR_INVALID; now O = 0, lse = -inf with no launch."""
+    from kernelseek import attention_core as C
+    d = dv if dtype == torch.float8_e4m3fn else 64
+    q = torch.randn(8169, 6, d, device="cuda").to(dtype)
+    k, v = torch.empty(0, 1, d, device="cuda").to(dtype), torch.empty(0, 1, dv, device="cuda").to(dtype)
+    cu_q = torch.tensor([0, 4085, 8169], dtype=torch.int32, device="cuda")
+    cu_k = torch.zeros(3, dtype=torch.int32, device="cuda")
+    o, lse = A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 4085, 0, softcap=15.0, return_attn_probs=True)
+    torch.cuda.synchronize()
+    assert C.RECORD["paths"] == ["empty"] and (o == 0).all() and torch.isinf(lse).all() and (lse < 0).all()

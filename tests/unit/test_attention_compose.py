@@ -202,3 +202,45 @@ def test_scheduler_metadata_is_accepted_and_qkvpacked_matches():
     o = A.flash_attn_qkvpacked_func(qkv, causal=True)
     want = R.attention_ref(qkv[:, :, 0], qkv[:, :, 1], qkv[:, :, 2], causal=True)[0]
     assert (o.double() - want).abs().max().item() < 2e-2
+
+
+F8 = torch.float8_e4m3fn
+
+
+@pytest.mark.parametrize("case", ["plain", "causal-softcap", "qv-dv512", "fp8", "chunk", "seqused_q"])
+def test_varlen_batch_whose_keys_are_all_empty_launches_nothing(case):
+    """FA3's test_flash_attn_varlen_output at seqlen 4096 (batch 2, both key lengths 0): total_k = 0,
+    so k/v have no storage (data_ptr 0) and the kernel answered KSEEK_ERR_INVALID. FA3 answers
+    O = 0, lse = -inf; so must we, without a launch (path "empty")."""
+    g = torch.Generator().manual_seed(25)
+    dt = F8 if case == "fp8" else torch.bfloat16
+    dv = 512 if case == "qv-dv512" else 64
+    cu_q, cu_k = torch.tensor([0, 7, 12], dtype=torch.int32), torch.zeros(3, dtype=torch.int32)
+    q, k, v = rnd(g, 12, 6, 64, dtype=dt), rnd(g, 0, 2, 64, dtype=dt), rnd(g, 0, 2, dv, dtype=dt)
+    assert k.data_ptr() == 0 and v.data_ptr() == 0   # what the kernel would have been handed
+    kw = dict(causal=case == "causal-softcap", softcap=15.0 if case == "causal-softcap" else 0.0,
+              attention_chunk=3 if case == "chunk" else 0,
+              qv=rnd(g, 12, 6, dv) if case == "qv-dv512" else None,
+              seqused_q=torch.tensor([5, 0], dtype=torch.int32) if case == "seqused_q" else None)
+    if case == "fp8":
+        kw.update(q_descale=torch.ones(2, 2), k_descale=torch.ones(2, 2), v_descale=torch.ones(2, 2))
+    o, lse = A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 0, return_attn_probs=True, **kw)
+    assert set(C.RECORD["paths"]) == {"empty"}
+    assert o.shape == (12, 6, dv) and lse.shape == (6, 12)
+    close(o, lse, *R.attention_ref(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, **kw))
+    assert (o == 0).all() and torch.isinf(lse).all()
+
+
+def test_calls_with_no_query_rows_or_no_keys_launch_nothing():
+    g = torch.Generator().manual_seed(26)
+    q, k, v = rnd(g, 2, 0, 4, 64), rnd(g, 2, 9, 2, 64), rnd(g, 2, 9, 2, 64)
+    o, lse = A.flash_attn_func(q, k, v, causal=True, return_attn_probs=True)
+    assert o.shape == (2, 0, 4, 64) and lse.shape == (2, 4, 0) and C.RECORD["paths"] == ["empty"]
+    q = rnd(g, 2, 3, 4, 64)
+    o, lse = A.flash_attn_func(q, k[:, :0], v[:, :0], return_attn_probs=True)
+    assert C.RECORD["paths"] == ["empty"] and (o == 0).all() and torch.isinf(lse).all()
+    # one empty sequence among others is an ordinary call (the kernel gives that row O = 0, lse = -inf)
+    cu_k = torch.tensor([0, 0, 9], dtype=torch.int32)
+    o, lse = A.flash_attn_varlen_func(q.flatten(0, 1), k[0], v[0], torch.tensor([0, 3, 6], dtype=torch.int32),
+                                      cu_k, 3, 9, return_attn_probs=True)
+    assert C.RECORD["paths"] == ["reference"] and (o[:3] == 0).all() and torch.isinf(lse[:, :3]).all()
