@@ -63,4 +63,6 @@ def test_an_honest_kernel_is_corroborated_on_every_row(tmp_path, monkeypatch):
     for r in rows:
         assert r.status == "passed", (r.scenario, r.reason)
         c = r.corroboration
-        assert c["ok"] and c["baseline_calls"] and 0 < c["ratio"] <= 1.5, c
+        # the ratio can be <= 0 on host-bound rows: the calibration subtracts the baseline's host cost
+        # per call, which can exceed ours (H200, session 8: -0.85 on a 0.023 ms row; README)
+        assert c["ok"] and c["baseline_calls"] and c["ratio"] <= 1.5, c
