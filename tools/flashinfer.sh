@@ -9,7 +9,12 @@
 #                                      .fi-b (second half)
 #   bash tools/flashinfer.sh aot       here, optional and slow (minutes per module on 2 cores): build the JIT
 #                                      modules bench26 and the production grid use for sm_90a into .fi-c/
-#                                      (tools/flashinfer_aot.py), so the H200 loads them instead of compiling
+#                                      (tools/flashinfer_aot.py), so the H200 loads them instead of compiling.
+#                                      Modules the H200 built (tools/gpu_peers.sh stage2 returns them in
+#                                      $OUT/fi-aot) are copied into .fi-c/aot by hand. Session 8 did so: .fi-c/aot
+#                                      holds the FA2-template hd128 module (built here) and the FA3-template
+#                                      (_sm90) hd128 and hd64 prefill modules (H200, 150 s + 143 s there), 10 MB;
+#                                      hd256, window and softcap are still compiled on a fresh machine's stage2
 #   bash tools/flashinfer.sh stage     on the GPU machine, once per carried part (carry .fi-a, then .fi-b, then
 #                                      .fi-c if made): collects the parts in /root/flashinfer; when both halves
 #                                      are there, rebuilds and checks the wheel, unpacks it and each missing dep

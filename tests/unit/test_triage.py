@@ -287,7 +287,8 @@ def test_history_of_the_committed_fa3_versions(tmp_path):
     runs = committed_runs(grid="bench26")
     df = triage.history(runs, kernel="kernels/fa3_hopper.cu")
     vs = list(df["version"])
-    assert vs[0] == "v2" and vs[-2:] == ["v10", "v12"] and len(set(vs)) == len(vs)
+    # v12peers: v12's kernel (the folder) timed against FA3, FlashInfer, cuDNN, FA2 (session 8)
+    assert vs[0] == "v2" and vs[-3:] == ["v10", "v12", "v12peers"] and len(set(vs)) == len(vs)
     assert list(triage.history(runs, kernel="kernels/fa3_hopper")["version"]) == vs
     assert df.attrs["variants_left_out"] == 2       # v3var2 (KSEEK_FA3_VARIANT), v4section (KSEEK_FA3_ORDER)
     v12 = [p for p in runs if p.name.endswith("fa3_hopper-v12")]
@@ -342,6 +343,9 @@ def test_history_joins_the_file_and_its_folder_and_leaves_define_variants_out(tm
     assert "left out: build defines, or kernel switches in KSEEK_*" in triage.format_history(df)
     assert triage.is_variant({"build_defines": {"X": "1"}}) and triage.is_variant({"kseek_env": {"KSEEK_FA3_BN": "64"}})
     assert not triage.is_variant({"build_defines": {}, "kseek_env": {"KSEEK_GIT_REV": "abc", "KSEEK_CACHE_DIR": "/c"}})
+    # a baseline's loading switch (the peers runs set KSEEK_FLASHINFER_JIT=0) is not a kernel variant
+    assert not triage.is_variant({"kseek_env": {"KSEEK_FLASHINFER_JIT": "0", "KSEEK_FA3_LIB": "/x.so"}})
+    assert triage.is_variant({"kseek_env": {"KSEEK_FLASHINFER_JIT": "0", "KSEEK_FA3_ORDER": "flat"}})
     # a variant is not a repeat of the plain build, even of the same source and revision
     twin = copy(split, "h200-bench26-20270101-000200-fa3_hopper-v13", build_defines={"KSEEK_FA3_BN": "64"})
     assert repeat_group([split, twin], split) == [split]
