@@ -18,6 +18,7 @@ folder's file names come from store.
 from __future__ import annotations
 
 import hashlib
+import json
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -35,12 +36,20 @@ def digest(results_file) -> str:
 
 def entries(trace) -> dict[int, dict]:
     """n -> the loop's `evaluation` event carrying a digest (the last one for an n), from trace.jsonl."""
-    from .traces import read                 # the one trace reader (torn lines skipped); no import cycle
+    out = {}
     p = Path(trace)
     if not p.is_file():
-        return {}
-    return {ev["n"]: ev for ev in read(p)
-            if ev.get("type") == "evaluation" and isinstance(ev.get(DIGEST), str) and isinstance(ev.get("n"), int)}
+        return out
+    with open(p, encoding="utf-8", errors="replace") as f:
+        for raw in f:
+            try:
+                ev = json.loads(raw)
+            except json.JSONDecodeError:
+                continue                     # a line torn by a crash (traces.read skips it too)
+            if (isinstance(ev, dict) and ev.get("type") == "evaluation" and isinstance(ev.get(DIGEST), str)
+                    and isinstance(ev.get("n"), int)):
+                out[ev["n"]] = ev
+    return out
 
 
 @dataclass
