@@ -43,6 +43,11 @@ class FlushHooks(timing.Hooks):
         self.flush()
 
 
+def _sync() -> None:
+    if torch.cuda.is_available():
+        torch.cuda.synchronize()
+
+
 def _err(o: torch.Tensor, ref: torch.Tensor) -> float:
     return float((o.float() - ref).abs().max()) if o.numel() else 0.0
 
@@ -51,7 +56,7 @@ def check(call, ref) -> tuple[dict, list]:
     """Our call and each baseline once, against the fp32 answer: (our record, [(Peer, err)] that pass)."""
     from . import attention_core as core
     o = G.ours(call)
-    torch.cuda.synchronize()
+    _sync()
     rec = {"paths": list(core.RECORD["paths"]), "steps": list(core.RECORD["steps"]), "max_err": _err(o, ref)}
     rec["ok"] = rec["max_err"] <= O_TOL
     rec["fast"] = bool(rec["paths"]) and "naive" not in rec["paths"]
@@ -60,7 +65,7 @@ def check(call, ref) -> tuple[dict, list]:
         if p.fn is not None:
             try:
                 e = _err(p.fn(), ref)
-                torch.cuda.synchronize()
+                _sync()
                 if e > O_TOL:
                     p.why, p.fn = f"failed the check: max err {e:.3g} > {O_TOL}", None
                 else:

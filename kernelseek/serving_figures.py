@@ -65,7 +65,7 @@ def figure(meta: dict, rows: list[dict]) -> Figure:
     return fig
 
 
-def _f(x, spec="6.3f"):
+def _f(x, spec=".3f"):
     return format(x, spec) if isinstance(x, (int, float)) else "n/a"
 
 
