@@ -175,7 +175,7 @@ def make_call(row: Row, device="cuda", seed: int = 0) -> Call:
     """Seeded randn tensors on `device` (drawn there); pages shuffled over the pool (seeded on the CPU)."""
     g = torch.Generator(device=device).manual_seed(seed)
     dt, ps = DT[row.dtype], row.page_size
-    rn = lambda *s: torch.randn(*s, generator=g, device=device, dtype=torch.float32).to(dt)
+    rn = lambda *s: torch.randn(*s, generator=g, device=device, dtype=dt)
     ql, kl = row.q_lens(), row.k_lens()
     npages = [-(-k // ps) for k in kl]
     width = max(npages)
