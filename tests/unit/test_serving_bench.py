@@ -38,3 +38,12 @@ def test_table_lists_every_row_and_the_failure():
     assert a[:5] == ["a_row", "y", "1.500", "1.250", "0.200"] and a[5:] == ["fa3", "1.200", "1.000", "0.800", "0.800",
                                                                           "0.500", "bytes", "40.0"]
     assert lines[2].split()[:2] == ["b_row", "N"] and "out of memory" in lines[2]
+
+
+def test_cross_check_runs_reference_fa3_where_it_fits(monkeypatch):
+    call = _call()
+    ind = G.independent(call, dtype=torch.float32)
+    res = SB.cross_check(call, ind)
+    assert res["ref_fa3"] == "run" and res["ref_fa3_err"] < 1e-5          # fp32 against float64
+    monkeypatch.setattr(SB, "REF_MAX_SCORES_BYTES", 1e3)
+    assert SB.cross_check(call, ind)["ref_fa3"].startswith("not run: a ")
