@@ -1,6 +1,6 @@
 """Time the serving grid on the GPU: our one call per step against the native baselines that compute it.
 
-    python3 -m kernelseek.serving_bench --out DIR [--rows REGEX] [--budget S] [--replays N]
+    python3 tools/serving_bench.py --out DIR [--rows REGEX] [--budget S] [--replays N]   (serving_bench.run)
 
 Per row (serving_grid): the step's tensors (seeded), our call checked against an fp32 computation made
 apart from both (serving_grid.independent: SDPA per sequence on gathered pages), every baseline's output
@@ -16,7 +16,6 @@ version or why it is unavailable; rows) and DIR/serving.txt (the table, printed 
 """
 from __future__ import annotations
 
-import argparse
 import json
 import re
 import time
@@ -150,7 +149,7 @@ def run_row(row, budget_s: float, replays: int, gpu: str, seed: int = 0) -> dict
     except Exception as e:  # a row's failure is a result; the others still run
         res.update(ok=False, error=f"{type(e).__name__}: {str(e)[:300]}")
     res["wall_s"] = round(time.perf_counter() - t0, 1)
-    torch.cuda.synchronize()
+    _sync()
     torch.cuda.empty_cache()
     return res
 
@@ -170,7 +169,8 @@ def meta() -> dict:
 
 
 def _f(x, spec):
-    return format(x, spec) if isinstance(x, (int, float)) else "-"
+    """x formatted by spec ("8.3f"), or "-" padded to the same width."""
+    return format(x, spec) if isinstance(x, (int, float)) else "-".rjust(int(spec.split(".")[0] or 0))
 
 
 def table(rows: list[dict]) -> str:
@@ -190,32 +190,20 @@ def table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--out", required=True)
-    ap.add_argument("--rows", default="", help="regular expression on row names")
-    ap.add_argument("--budget", type=float, default=0.4, help="seconds of per-call timing per implementation")
-    ap.add_argument("--replays", type=int, default=20)
-    ap.add_argument("--grid", default=None, help="a serving grid file (default kernelseek/grids/serving.yaml)")
-    a = ap.parse_args(argv)
-    out = Path(a.out)
+def run(out, rows_regex: str = "", budget_s: float = 0.4, replays: int = 20, grid=None) -> list[dict]:
+    """Every matching row of the grid, one after the other; OUT/serving.json rewritten after each row (a
+    call stopped early keeps what finished), OUT/serving.txt (the table) at the end; returns the rows."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     m = meta()
-    rows = [r for r in G.load_rows(a.grid) if re.search(a.rows, r.name)]
     results = []
-    for row in rows:
-        res = run_row(row, a.budget, a.replays, m.get("gpu"))
-        print(json.dumps({k: v for k, v in res.items() if k not in ("bytes_parts",)}, default=str)[:600], flush=True)
+    for row in (r for r in G.load_rows(grid) if re.search(rows_regex, r.name)):
+        res = run_row(row, budget_s, replays, m.get("gpu"))
+        print(json.dumps({k: v for k, v in res.items() if k != "bytes_parts"}, default=str)[:600], flush=True)
         results.append(res)
         (out / "serving.json").write_text(json.dumps({"meta": m, "rows": results}, indent=1, default=str))
     m["baselines_ran"] = {n: [r["name"] for r in results if "max_err" in (r.get("baselines") or {}).get(n, {})]
                           for n in SP.BINDERS}
     (out / "serving.json").write_text(json.dumps({"meta": m, "rows": results}, indent=1, default=str))
-    txt = table(results)
-    (out / "serving.txt").write_text(txt + "\n")
-    print(txt)
-    return 0 if results and all(r.get("ok") for r in results) else 1
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+    (out / "serving.txt").write_text(table(results) + "\n")
+    return results

@@ -1,6 +1,6 @@
 """The serving grid's figure and table for docs/RESULTS.md, from a results file of serving_bench.
 
-    python3 -m kernelseek.serving_figures SERVING.json --png docs/serving.png [--md OUT.md]
+    python3 tools/serving_figures.py SERVING.json --png docs/serving.png [--md OUT.md]   (serving_figures.write)
 
 Left panel: our speedup over the fastest baseline per row (baseline ms / our ms; per call and CUDA graph;
 the line at 1 is parity). Right panel: the fraction of the row's bound each time reaches (bound ms / ms:
@@ -11,7 +11,6 @@ git revision and start time from the file's meta, so a figure never loses where 
 """
 from __future__ import annotations
 
-import argparse
 import json
 from pathlib import Path
 
@@ -89,21 +88,11 @@ def markdown(meta: dict, rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-def main(argv=None) -> int:
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("results")
-    ap.add_argument("--png", required=True)
-    ap.add_argument("--md", default=None, help="write the markdown table here (else print it)")
-    a = ap.parse_args(argv)
-    meta, rows = load(a.results)
-    figure(meta, rows).savefig(a.png, dpi=110)
-    md = markdown(meta, rows)
-    if a.md:
-        Path(a.md).write_text(md + "\n")
-    else:
-        print(md)
-    return 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+def write(results, png, md=None) -> str:
+    """The figure to `png` and the table to `md` (when given) from a results file; returns the table."""
+    meta, rows = load(results)
+    figure(meta, rows).savefig(png, dpi=110)
+    text = markdown(meta, rows)
+    if md:
+        Path(md).write_text(text + "\n")
+    return text

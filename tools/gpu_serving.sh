@@ -39,7 +39,7 @@ echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
 python3 -c "import kernelseek.attention_core as c; c._lib(); print('kernel ready')" 2>&1 | tail -1
 
 echo "== serving grid ($(($(date +%s)-T0)) s)"
-timeout 380 python3 -m kernelseek.serving_bench --out "$OUT" --rows "${ROWS:-}" --budget "${BUDGET_S:-0.4}" \
+timeout 380 python3 tools/serving_bench.py --out "$OUT" --rows "${ROWS:-}" --budget "${BUDGET_S:-0.4}" \
   --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
 echo "serving_bench exit $? ($(($(date +%s)-T0)) s)"
 

@@ -2,6 +2,9 @@
 test (made-up times on the real rows' counts, through serving_bench.summarize as the bench makes them): it
 is never written into the repository and none of its numbers is a measurement."""
 import json
+import subprocess
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -82,8 +85,14 @@ def test_figure_has_one_bar_per_time(results):
 def test_command_line_writes_png_and_table(results, tmp_path):
     p, _, _ = results
     png, md = tmp_path / "s.png", tmp_path / "s.md"
-    assert SF.main([str(p), "--png", str(png), "--md", str(md)]) == 0
+    tool = Path(__file__).resolve().parents[2] / "tools" / "serving_figures.py"
+    r = subprocess.run([sys.executable, str(tool), str(p), "--png", str(png), "--md", str(md)], capture_output=True,
+                       text=True, timeout=300)
+    assert r.returncode == 0, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and md.read_text().count("\n| s0") == 4
+    printed = subprocess.run([sys.executable, str(tool), str(p), "--png", str(png)], capture_output=True, text=True,
+                             timeout=300)
+    assert printed.stdout.strip() == md.read_text().strip()
 
 
 def test_not_a_results_file(tmp_path):
