@@ -1,6 +1,7 @@
 """The serving host path on the GPU (issue 26): one step's call takes no host sync and no device->host copy,
 and it can be captured in a CUDA graph whose replay gives the eager answer. Rows: a CPU-sized copy of every
-serving row (serving_grid.scaled: the same route through attention_plan) and the real row s01.
+serving row (serving_grid.scaled: the same route through attention_plan), and for the sync check every real
+row (for the capture, s01).
 Never run yet (session 9 had no GPU): tools/gpu_serving.sh runs it after the grid."""
 import pytest
 
@@ -13,6 +14,7 @@ from kernelseek import serving_grid as G  # noqa: E402
 
 ROWS = G.load_rows()
 CASES = [G.scaled(r, decodes=20) for r in ROWS] + [ROWS[0]]
+SYNC_CASES = [G.scaled(r, decodes=20) for r in ROWS] + ROWS     # every real row too (its plan, its sizes)
 
 
 @pytest.fixture(scope="module", autouse=True)
@@ -20,7 +22,7 @@ def _kernel_loaded():
     core._lib()   # build or load once, outside every check (it blocks, once per process)
 
 
-@pytest.mark.parametrize("row", CASES, ids=lambda r: r.name)
+@pytest.mark.parametrize("row", SYNC_CASES, ids=lambda r: r.name)
 def test_step_has_no_host_sync(row):
     call = G.make_call(row, device="cuda", seed=3)
     G.ours(call)                                   # first call: allocator growth, library state
@@ -31,9 +33,12 @@ def test_step_has_no_host_sync(row):
     finally:
         torch.cuda.set_sync_debug_mode("default")
     torch.cuda.synchronize()
-    ref = G.independent(call, dtype=torch.float32)
-    assert float((o.float() - ref).abs().max()) <= 2e-2
     assert core.RECORD["paths"], "no kernel path recorded"
+    if row.name.endswith("_cpu"):                  # the real rows are checked by tools/serving_bench.py
+        ref = G.independent(call, dtype=torch.float32)
+        assert float((o.float() - ref).abs().max()) <= 2e-2
+    del call, o
+    torch.cuda.empty_cache()
 
 
 @pytest.mark.parametrize("row", CASES, ids=lambda r: r.name)
