@@ -153,6 +153,13 @@ def _run_reference(c: Core):
     return o.to(out_dtype(c.q)), lse.float()
 
 
+def _stream(dev) -> int:
+    """The current stream of a CUDA device as an int (what abi.Launch reads by default); 0 for the CPU
+    (attention_hostcost runs this path on CPU tensors against a library that launches nothing)."""
+    import torch
+    return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+
+
 def _run_kernel(c: Core):
     import torch
     from . import abi
@@ -170,7 +177,7 @@ def _run_kernel(c: Core):
     o, lse = _alloc(c)
     lib = _lib()
     try:
-        abi.launch(lib, call, inp, o, lse)                # on q's device's current stream
+        abi.launch(lib, call, inp, o, lse, _stream(dev))   # on q's device's current stream
     except abi.Unsupported as e:
         raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
                                   f"({call})") from e
