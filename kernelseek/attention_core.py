@@ -17,6 +17,10 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+import torch
+
+from . import abi
+from .inputs import Inputs
 from .paths import KERNELS
 
 DEFAULT_KERNEL = KERNELS / "fa3_hopper"
@@ -94,7 +98,6 @@ class Core:
 
 
 def out_dtype(q):
-    import torch
     return torch.bfloat16 if q.dtype == getattr(torch, "float8_e4m3fn", None) else q.dtype
 
 
@@ -104,7 +107,7 @@ def _lib(kernel: str | os.PathLike | None = None):
     lib = _LIBS.get(path)
     if lib is not None:
         return lib
-    from . import abi, build, constraints
+    from . import build, constraints
     res = build.build(path)
     if not res.ok:
         raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
@@ -117,7 +120,6 @@ def _lib(kernel: str | os.PathLike | None = None):
 
 def _alloc(c: Core):
     """o like q with Dv (out dtype), lse [Hq, T] (packed q) or [B, Hq, Sq], float32."""
-    import torch
     q = c.q
     o = torch.empty(q.shape[:-1] + (c.v.shape[-1],), dtype=out_dtype(q), device=q.device)
     if q.dim() == 3:
@@ -160,7 +162,6 @@ def _run_reference(c: Core):
 def _stream(dev) -> int:
     """The current stream of a CUDA device as an int (what abi.Launch reads by default); 0 for the CPU
     (attention_hostcost runs this path on CPU tensors against a library that launches nothing)."""
-    import torch
     return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
 
 
@@ -173,9 +174,6 @@ def _as(t, dev, dtype):
 
 
 def _run_kernel(c: Core):
-    import torch
-    from . import abi
-    from .inputs import Inputs
     dev = c.q.device
     i32, f32 = torch.int32, torch.float32
     qd, kd, vd = (_as(d, dev, f32) for d in c.descales)

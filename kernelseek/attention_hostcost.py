@@ -19,6 +19,7 @@ host work (tensor maps, cudaLaunchKernel). tools/hostcost.py prints the table fo
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import os
 import subprocess
@@ -52,10 +53,12 @@ extern "C" const char* kseek_name(void) { return "host-only"; }
 # On CUDA these wait for the device or copy through the host: item()/int()/bool() of a tensor
 # (_local_scalar_dense), nonzero (boolean masks, x[bool]), a size read from device data
 # (repeat_interleave/masked_select/unique with tensor counts), a tensor built from Python data
-# (lift_fresh: torch.tensor(list, device=cuda) is a host->device copy), any .cpu()/.tolist().
+# (lift_fresh: torch.tensor(list, device=cuda) is a host->device copy), indexing with a bool mask
+# (recorded as "index.Tensor[bool]": the op calls nonzero inside), any .cpu()/.tolist().
 SYNC_OPS = {"_local_scalar_dense", "nonzero", "nonzero_static", "masked_select", "unique", "_unique2",
             "unique_consecutive", "unique_dim", "lift_fresh", "lift_fresh_copy", "equal", "is_nonzero",
             "item", "_assert_async", "repeat_interleave.Tensor"}
+BOOL_INDEXED = {"index", "index_put", "index_put_", "_index_put_impl_", "_unsafe_index", "_unsafe_index_put"}
 # Ops that only describe memory (no kernel on CUDA); everything else launches (or could launch) one.
 META_OPS = {"view", "_unsafe_view", "as_strided", "empty", "empty_strided", "expand", "permute", "t",
             "transpose", "unsqueeze", "squeeze", "select", "slice", "alias", "detach", "reshape", "unbind",
@@ -110,8 +113,17 @@ class _Ops(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         name = func.name().split("::")[-1]
-        self.ops[name if not name.endswith(".default") else name[:-8]] += 1
+        name = name[:-8] if name.endswith(".default") else name
+        if _base(name) in BOOL_INDEXED and _bool_index(args):
+            name += "[bool]"   # the mask becomes nonzero() inside the op: a sync on CUDA
+        self.ops[name] += 1
         return func(*args, **(kwargs or {}))
+
+
+def _bool_index(args) -> bool:
+    idx = args[1] if len(args) > 1 else None
+    return isinstance(idx, (list, tuple)) and any(isinstance(i, torch.Tensor) and i.dtype == torch.bool
+                                                  for i in idx)
 
 
 def count_ops(fn) -> Counter:
@@ -126,8 +138,10 @@ def _base(name: str) -> str:
 
 
 def sync_ops(ops: Counter) -> Counter:
-    """The ops of `ops` that sync with (or copy through) the host on CUDA."""
-    return Counter({n: c for n, c in ops.items() if n in SYNC_OPS or _base(n) in SYNC_OPS})
+    """The ops of `ops` that sync with (or copy through) the host on CUDA. Not visible on CPU tensors:
+    .cpu()/.tolist()/.numpy() (no op on a CPU tensor); tests/unit/test_attention_hostcost.py checks
+    the sources for those."""
+    return Counter({n: c for n, c in ops.items() if n in SYNC_OPS or _base(n) in SYNC_OPS or n.endswith("[bool]")})
 
 
 def launch_ops(ops: Counter) -> int:
@@ -137,8 +151,8 @@ def launch_ops(ops: Counter) -> int:
 
 # ---- stage timing --------------------------------------------------------------------------------
 # (stage, owner, attribute): the function whose time, less the time of the stages called inside it,
-# is charged to the stage. What no stage covers is "args" (the entry point: the autograd wrapper,
-# argument checks, the Problem).
+# is charged to the stage (an attribute the code lacks is skipped, so older trees can be measured).
+# What no stage covers is "args" (the entry point: the autograd wrapper, argument checks, Problem).
 TIMED = [
     ("plan", A, "solve"),
     ("kv update", A, "_update_cache"),
@@ -147,9 +161,11 @@ TIMED = [
     ("lib lookup", core, "_lib"),
     ("params", abi, "make_params"),
     ("workspace", abi, "workspace_for"),
+    ("workspace", abi, "_workspace"),
     ("launch object", abi.Launch, "__init__"),
     ("ctypes fwd", abi.KernelLib, "fwd"),
 ]
+STAGES = list(dict.fromkeys(stage for stage, _, _ in TIMED))
 
 
 @contextlib.contextmanager
@@ -158,7 +174,9 @@ def _timers(acc: Counter):
     stack = [0]   # per open timed call: time spent in timed calls nested inside it
     saved = []
     for stage, owner, attr in TIMED:
-        fn = owner.__dict__[attr]
+        fn = owner.__dict__.get(attr)
+        if fn is None:
+            continue
 
         def timed(*a, __fn=fn, __stage=stage, **kw):
             stack.append(0)
@@ -189,7 +207,7 @@ def per_stage(fn, reps: int = 200, warmup: int = 20) -> dict[str, float]:
         t0 = time.perf_counter_ns()
         fn()
         plain.append(time.perf_counter_ns() - t0)
-    per: dict[str, list] = {stage: [] for stage, _, _ in TIMED}
+    per: dict[str, list] = {stage: [] for stage in STAGES}
     per["args"], per["total"] = [], []
     with _timers(acc := Counter()):
         for _ in range(reps):
@@ -197,7 +215,7 @@ def per_stage(fn, reps: int = 200, warmup: int = 20) -> dict[str, float]:
             t0 = time.perf_counter_ns()
             fn()
             total = time.perf_counter_ns() - t0
-            for stage, _, _ in TIMED:
+            for stage in STAGES:
                 per[stage].append(acc[stage])
             per["args"].append(total - sum(acc.values()))
             per["total"].append(total)
@@ -236,12 +254,24 @@ def grid_rows(shrink_by: int = 16, pattern: str | None = None) -> list[dict]:
     return [shrink(r, shrink_by) for r in G.load_rows() if not pattern or re.search(pattern, r["name"])]
 
 
+def bound_call(call, caches=None):
+    """A no-argument callable making `call`'s kernelseek.attention call, its arguments prepared
+    once (fa3api_grid.Call.run rebuilds them per call, which is the grid's cost, not ours)."""
+    r, t, kw = call.row, call.t, call.kwargs()
+    if r["fn"] == "func":
+        return functools.partial(A.flash_attn_func, t["q"], t["k"], t["v"], return_attn_probs=True, **kw)
+    if r["fn"] == "varlen":
+        pos = [kw.pop(n) for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")]
+        return functools.partial(A.flash_attn_varlen_func, t["q"], t["k"], t["v"], *pos, return_attn_probs=True,
+                                 **kw)
+    kc, vc = caches or call.caches()
+    return functools.partial(A.flash_attn_with_kvcache, t["q"], kc, vc, return_softmax_lse=True, **kw)
+
+
 def measure_row(row: dict, lib: abi.KernelLib, reps: int = 200) -> dict:
     """One row on CPU tensors, through the kernel path's host code: stages (us), op counts, syncs."""
     from . import fa3api_grid as G
-    call = G.make_call(row, seed=0, device="cpu")
-    caches = call.caches() if row["fn"] == "kvcache" else None
-    fn = (lambda: call.run(caches=caches))
+    fn = bound_call(G.make_call(row, seed=0, device="cpu"))
     with kernel_prep_on_cpu(lib):
         fn()
         rec = {"paths": list(core.RECORD["paths"]), "steps": list(core.RECORD["steps"])}
