@@ -196,10 +196,12 @@ def _timers(acc: Counter):
             setattr(owner, attr, fn)
 
 
-def per_stage(fn, reps: int = 200, warmup: int = 20) -> dict[str, float]:
+def per_stage(fn, reps: int = 200, warmup: int = 20, between=None) -> dict[str, float]:
     """Median microseconds per fn() by stage (TIMED's stages, "args", "total": with the timers) and
     "total_plain": the median whole call without the timers (theirs, ~0.3 us each, is in "total").
-    Medians, not means: this machine is shared and a preempted call must not count."""
+    Medians, not means: this machine is shared and a preempted call must not count. `between` runs
+    untimed after each call (on CUDA: torch.cuda.synchronize, so a full launch queue never blocks a
+    timed call and what is timed is the host's work)."""
     for _ in range(warmup):
         fn()
     plain = []
@@ -207,6 +209,8 @@ def per_stage(fn, reps: int = 200, warmup: int = 20) -> dict[str, float]:
         t0 = time.perf_counter_ns()
         fn()
         plain.append(time.perf_counter_ns() - t0)
+        if between:
+            between()
     per: dict[str, list] = {stage: [] for stage in STAGES}
     per["args"], per["total"] = [], []
     with _timers(acc := Counter()):
@@ -215,6 +219,8 @@ def per_stage(fn, reps: int = 200, warmup: int = 20) -> dict[str, float]:
             t0 = time.perf_counter_ns()
             fn()
             total = time.perf_counter_ns() - t0
+            if between:
+                between()
             for stage in STAGES:
                 per[stage].append(acc[stage])
             per["args"].append(total - sum(acc.values()))
@@ -268,17 +274,20 @@ def bound_call(call, caches=None):
     return functools.partial(A.flash_attn_with_kvcache, t["q"], kc, vc, return_softmax_lse=True, **kw)
 
 
-def measure_row(row: dict, lib: abi.KernelLib, reps: int = 200) -> dict:
-    """One row on CPU tensors, through the kernel path's host code: stages (us), op counts, syncs."""
+def measure_row(row: dict, lib: abi.KernelLib | None, reps: int = 200, device: str = "cpu") -> dict:
+    """One row through the kernel path's host code: stages (us), op counts, syncs. On "cpu" the tensors
+    are CPU ones against `lib` (host_lib()); on "cuda" the real kernel runs (lib unused; never run
+    in session 9, which had no GPU)."""
     from . import fa3api_grid as G
-    fn = bound_call(G.make_call(row, seed=0, device="cpu"))
-    with kernel_prep_on_cpu(lib):
+    fn = bound_call(G.make_call(row, seed=0, device=device))
+    cuda = device.startswith("cuda")
+    with contextlib.nullcontext() if cuda else kernel_prep_on_cpu(lib):
         fn()
         rec = {"paths": list(core.RECORD["paths"]), "steps": list(core.RECORD["steps"])}
         ops = count_ops(fn)
-        stages = per_stage(fn, reps=reps, warmup=max(5, reps // 10))
-    return {"name": row["name"], **rec, "stages_us": stages, "ops": dict(ops), "n_ops": sum(ops.values()),
-            "launch_ops": launch_ops(ops), "sync_ops": dict(sync_ops(ops))}
+        stages = per_stage(fn, reps=reps, warmup=max(5, reps // 10), between=torch.cuda.synchronize if cuda else None)
+    return {"name": row["name"], "device": device, **rec, "stages_us": stages, "ops": dict(ops),
+            "n_ops": sum(ops.values()), "launch_ops": launch_ops(ops), "sync_ops": dict(sync_ops(ops))}
 
 
 STAGE_ORDER = ["args", "kv update", "plan", "core prep", "alloc", "lib lookup", "params", "workspace",
