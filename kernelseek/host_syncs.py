@@ -11,9 +11,10 @@ tensors they run silently, so a test on CPU catches them only by recording them.
 - torch functions (a TorchFunctionMode): Tensor.item / tolist / numpy / cpu, int() / float() / bool() /
   index() of a tensor, nonzero, masked_select, unique, and torch.tensor / as_tensor (host data copied to
   the device: a host->device copy per call);
-- aten ops (a TorchDispatchMode): _local_scalar_dense (every scalar read), nonzero, masked_select,
-  unique, repeat_interleave with a tensor of repeats and no output_size, equal, is_nonzero, allclose,
-  and indexing by a boolean mask (index / index_put with a bool index tensor: a nonzero inside).
+- aten ops (a TorchDispatchMode): those attention_hostcost.sync_ops names (_local_scalar_dense, i.e. every
+  scalar read; nonzero, masked_select, unique, equal, a tensor built from Python data, repeat_interleave
+  with a tensor of repeats; indexing by a boolean mask, a nonzero inside), and repeat_interleave's
+  self_Tensor form without output_size.
 On CPU, a `.cpu()` or `.tolist()` never reaches aten (nothing to copy), hence the function layer.
 Each finding carries the innermost kernelseek frame that made it (file:line), for the report.
 """
@@ -21,16 +22,15 @@ from __future__ import annotations
 
 import contextlib
 import traceback
+from collections import Counter
 
-import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._python_dispatch import TorchDispatchMode
 
+from . import attention_hostcost as H   # which aten ops sync on CUDA: one list (H.SYNC_OPS, H.sync_ops)
+
 SYNC_FUNCS = {"item", "tolist", "numpy", "cpu", "__int__", "__float__", "__bool__", "__index__", "nonzero",
               "masked_select", "unique", "unique_consecutive", "tensor", "as_tensor"}
-SYNC_OPS = {"_local_scalar_dense", "nonzero", "masked_select", "unique", "_unique", "_unique2", "unique_dim",
-            "unique_consecutive", "equal", "is_nonzero", "allclose"}
-BOOL_INDEX_OPS = {"index", "index_put", "index_put_", "_index_put_impl_"}
 
 
 def _where() -> str:
@@ -43,11 +43,6 @@ def _where() -> str:
         if "/torch/" not in f.filename and not f.filename.endswith("host_syncs.py"):
             return f"{f.filename}:{f.lineno} ({f.name})"
     return "?"
-
-
-def _has_bool_index(args) -> bool:
-    idx = args[1] if len(args) > 1 else None
-    return isinstance(idx, (list, tuple)) and any(isinstance(t, torch.Tensor) and t.dtype == torch.bool for t in idx)
 
 
 class _Funcs(TorchFunctionMode):
@@ -69,13 +64,15 @@ class _Ops(TorchDispatchMode):
 
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
-        base = func._schema.name.split("::")[-1]
-        hit = base in SYNC_OPS
-        hit = hit or (base == "repeat_interleave" and func._overloadname in ("Tensor", "self_Tensor")
-                      and kwargs.get("output_size") is None)
-        hit = hit or (base in BOOL_INDEX_OPS and _has_bool_index(args))
-        if hit and not self.rec.paused_now:
-            self.rec.found.append((f"aten {func}", _where()))
+        if not self.rec.paused_now:
+            name = func.name().split("::")[-1]
+            name = name[:-8] if name.endswith(".default") else name
+            if H._base(name) in H.BOOL_INDEXED and H._bool_index(args):
+                name += "[bool]"
+            tensor_repeats = (H._base(name) == "repeat_interleave" and func._overloadname == "self_Tensor"
+                              and kwargs.get("output_size") is None)
+            if H.sync_ops(Counter({name: 1})) or tensor_repeats:
+                self.rec.found.append((f"aten {name}", _where()))
         return func(*args, **kwargs)
 
 

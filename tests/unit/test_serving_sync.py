@@ -1,13 +1,16 @@
 """The serving host path takes no host sync (issue 26, item 3, as far as a CPU can tell): every serving row's
 scaled copy runs kernelseek.attention.flash_attn_with_kvcache under host_syncs.SyncRecorder, with only the
-CPU-only float64 answer (attention_core._run_reference, which reads lengths back by design) paused. The
+CPU-only float64 answer (attention_core._run_reference, which reads lengths back by design) paused; then
+again through the CUDA path's host code itself (attention_hostcost.kernel_prep_on_cpu: _run_kernel, Inputs,
+make_params, the ctypes call, against a host-only kseek.h library built by nvcc), with nothing paused. The
 recorder itself is shown to catch each kind of sync, and to see inside the call (unpaused, the reference's
-reads are found). What a CPU cannot see: the CUDA side (abi.launch, the kernel); tests/gpu/test_serving_gpu.py
-checks that with torch.cuda.set_sync_debug_mode("error") and graph capture."""
+reads are found). What a CPU cannot see: CUDA's own host work (stream lookup, the real kseek_fwd);
+tests/gpu/test_serving_gpu.py checks that with torch.cuda.set_sync_debug_mode("error") and graph capture."""
 import pytest
 import torch
 
 from kernelseek import attention_core as core
+from kernelseek import attention_hostcost as H
 from kernelseek import serving_grid as G
 from kernelseek.host_syncs import SyncRecorder
 
@@ -79,3 +82,17 @@ def test_recorder_sees_inside_the_call():
     call = G.make_call(G.scaled(ROWS[0]), device="cpu")
     rec = _run(call, pause_reference=False)
     assert any("attention_core.py" in where or "reference_fa3.py" in where for _, where in rec.found), rec.report()
+
+
+@pytest.fixture(scope="module")
+def host_lib(tmp_path_factory):
+    return H.host_lib(tmp_path_factory.mktemp("hostonly"))
+
+
+@pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
+def test_serving_call_down_to_the_launch_has_no_host_sync(host_lib, row):
+    call = G.make_call(G.scaled(row), device="cpu", seed=8)
+    with H.kernel_prep_on_cpu(host_lib), SyncRecorder() as rec:
+        G.ours(call)
+        assert core.RECORD["paths"] == ["prefill"]           # the launch path ran (the stand-in reports 2)
+    assert not rec.found, f"{row.name}: host syncs between the call and the launch:\n{rec.report()}"
