@@ -77,17 +77,44 @@ def overhead_ms(wall_ms: float, calls: int, claimed_ms: float, fixed_ms: float) 
 
 
 def judge(claimed_ms: float, wall_ms: float, calls: int, fixed_ms: float,
-          baseline: tuple[float, int, float] | None = None) -> Verdict:
+          baseline: tuple[float, int, float] | None = None, what: str = "timing") -> Verdict:
     """The verdict on one row. `baseline`: (its burst's wall ms, its calls, its claimed per-call
-    ms), or None when no baseline was timed (the overhead is then taken as 0, the strict side)."""
+    ms), or None when no baseline was timed (the overhead is then taken as 0, the strict side).
+    `what` names the time judged in the reason ("timing": per call; "CUDA-graph time")."""
     over = overhead_ms(baseline[0], baseline[1], baseline[2], fixed_ms) if baseline else 0.0
     implied = (wall_ms - fixed_ms) / max(calls, 1) - over
     ok = implied <= claimed_ms * (1 + REL_SLACK) + ABS_SLACK_MS
     v = Verdict(ok, claimed_ms, implied, wall_ms, calls, fixed_ms, over,
                 *(baseline if baseline else (None, None, None)))
     if not ok:
-        v.reason = (f"timing not corroborated: {calls} calls took {wall_ms:.1f} ms on the parent's clock, "
+        v.reason = (f"{what} not corroborated: {calls} calls took {wall_ms:.1f} ms on the parent's clock, "
                     f"{implied:.4f} ms per call after the trusted worker's overhead ({fixed_ms:.1f} ms + "
                     f"{over:.4f} ms per call), but the candidate's worker claimed {claimed_ms:.4f} ms "
                     f"(allowed up to {claimed_ms * (1 + REL_SLACK) + ABS_SLACK_MS:.4f})")
     return v
+
+
+def graph_sets(min_bytes: float) -> int:
+    """Calls per graph in a graph burst: the sets that pass 3x the L2, at most 8 (timing.sets_needed,
+    the timing pool's first sets, so every worker has them). The parent picks it, not the worker: a
+    worker that named its own count could divide the burst's wall by a larger one."""
+    from .timing import sets_needed
+    return min(sets_needed(min_bytes), 8)
+
+
+def accounting(time_ms, kernel_ms, sync_ms) -> str:
+    """Why a candidate's per-call numbers do not add up ("" when they do): its work ran off the timed
+    stream (sync_ms), the profiler saw none of it (kernel_ms None) or more device time than the
+    per-call time (kernel_ms). The worker applies it to its own timing; the parent re-applies it to
+    the reply. Against a forger only the last part counts there: a large forged kernel_ms would make
+    kernel_speedup small and spare a fast row the review flag (evaluate.make_row), and this keeps it
+    within 1.25x of the corroborated per-call time (a forger reports a consistent sync_ms anyway)."""
+    if sync_ms is not None and sync_ms > 1.5 * time_ms + 0.05:   # (the worker always has sync_ms)
+        return (f"work escapes the timed stream: per call {sync_ms:.4f} ms until the whole device "
+                f"is idle, but {time_ms:.4f} ms on the stream's events")
+    if kernel_ms is None:
+        return "the profiler saw no kernel time for the candidate: its work cannot be accounted for"
+    if kernel_ms > 1.25 * time_ms + 0.005:
+        return (f"work escapes the timed stream: the kernels' device time {kernel_ms:.4f} ms per call "
+                f"exceeds the per-call time {time_ms:.4f} ms measured on the stream")
+    return ""
