@@ -178,7 +178,7 @@ class WorkerPair:
             _fail(out, f"timing not corroborated: the candidate's burst of {n} calls failed: {why[:300]}")
             return
         v = CO.judge(claimed, self.cand.last_wall_s * 1e3, n, fixed, base)
-        ext.update(v.as_dict())
+        ext.update(v.as_dict(), unchecked=list(CO.UNCHECKED))
         if not v.ok:
             _fail(out, v.reason)
 

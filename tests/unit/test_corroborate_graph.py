@@ -68,6 +68,7 @@ def test_an_honest_graph_time_is_corroborated_and_judged(graph_run):
     assert g["ok"] and g["sets"] == 8 and g["calls"] == 72 and g["baseline_calls"] == 112
     assert 0.8 < g["ratio"] < 1 + CO.REL_SLACK and g["wall_ms"] >= 72 * 1.5
     assert "not corroborated" not in r.graph_note
+    assert r.corroboration["ok"] and r.corroboration["unchecked"] == list(CO.UNCHECKED)   # marked as its word
 
 
 def test_a_graph_time_ten_times_too_fast_is_moved_out_of_the_row(graph_run):
