@@ -1,4 +1,6 @@
 """The worker: a child process that owns the CUDA context and runs one scenario per request.
+An evaluation runs two (worker_pair.py): the candidate's, which loads the library and runs no
+baseline, and a trusted one that never loads candidate code and checks and times the baselines.
 
 Protocol: one JSON object per line. The parent writes requests to the child's stdin; the child
 answers on a private copy of its original stdout (fd 1 itself is pointed at stderr, so anything a
