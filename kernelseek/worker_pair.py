@@ -7,11 +7,15 @@ seed (the same inputs) and the same timing method (worker._scenario: fresh conte
 L2, events around batches). The parent merges the two replies into one row and computes the speedup
 (evaluate.make_row). Per row:
   1. the candidate's worker: check, timing (baselines "none");
-  2. the candidate's worker is stopped (SIGSTOP, its whole process group: a thread it left running
-     enqueues nothing) while the baseline worker checks and times the baselines, then runs an
+  2. the candidate's worker is stopped (SIGSTOP, its whole process group and every process descending
+     from it: a thread or process it left running enqueues nothing; worker_proc.Worker.pause) while
+     the baseline worker checks and times the baselines, then runs an
      empty burst and a burst of the fastest baseline (corroborate.py: the calibration);
   3. the candidate's worker resumes and runs a burst of the candidate; the parent's clock judges
-     its claimed time (corroborate.judge). External times go into the row (`corroboration`).
+     its claimed time (corroborate.judge), and its kernel_ms (corroborate.accounting); with graph
+     timing, a graph burst judges its graph time, which is moved out of the row unless corroborated
+     (the trusted worker's graph burst of its fastest graphed baseline, in step 2, calibrates it).
+     External times go into the row (`corroboration`).
 Interleaving is per row, not per batch as in one process: both sides see the same cache state
 through the defence's refresh and flush before every batch.
 """
