@@ -71,7 +71,7 @@ class WorkerPair:
 
     def scenario(self, req: dict, timeout: float) -> dict:
         """One row's merged reply (see the module docstring)."""
-        c = self.cand.request({**req, "baseline": "none"}, timeout)
+        c = _numbers_only(self.cand.request({**req, "baseline": "none"}, timeout))
         ext = {"candidate_request_s": _r(self.cand.last_wall_s)}
         if self.base is None:                      # checking only: no time is judged, none kept
             if c.get("graph_ms"):
@@ -96,8 +96,8 @@ class WorkerPair:
             self.cand.resume()
         if calib is not None:
             self._judge(out, calib, ext, timeout)
-            why = CO.accounting(out.get("time_ms"), out.get("kernel_ms"), out.get("sync_ms"))
-            if why and out.get("status") == "passed":
+            why = CO.accounting(out["time_ms"], out.get("kernel_ms"), out.get("sync_ms")) if _timed(out) else ""
+            if why:
                 _fail(out, why)                  # the worker's own check, re-applied to what it said
         self._judge_graph(out, calib, gcal, ext, timeout)
         out["corroboration"] = ext
@@ -174,7 +174,7 @@ class WorkerPair:
             ext["note"] = f"not corroborated: {calib}"
             return
         fixed, base = calib
-        claimed = float(out["time_ms"])
+        claimed = float(out["time_ms"])                 # a number: _numbers_only
         n = CO.burst_calls(claimed)
         r = self.cand.request({"op": "burst", "impl": "candidate", "calls": n}, timeout)
         if r.get("status") != "passed" or r.get("calls") != n:
@@ -211,6 +211,25 @@ def start_pair(worker_cmd, so, baseline: str, arch: str, logs, confine: bool, ex
 
 def _timed(reply: dict) -> bool:
     return reply.get("status") == "passed" and bool(reply.get("time_ms"))
+
+
+# The candidate's numbers a row keeps (evaluate.make_row); results.load refuses a file holding
+# anything else there, so a forged reply must not put it on disk.
+NUMERIC = ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
+           "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms", "graph_p10_ms", "graph_p90_ms")
+
+
+def _numbers_only(reply: dict) -> dict:
+    """The candidate's reply with every NUMERIC field a number or None; a field that held anything
+    else (a forged reply may send anything) is set to None and fails the row, naming it."""
+    bad = [k for k in NUMERIC if reply.get(k) is not None
+           and (isinstance(reply[k], bool) or not isinstance(reply[k], (int, float)))]
+    for k in bad:
+        why = f"{k} {str(reply[k])[:40]!r} is not a number"
+        reply[k] = None
+        if reply.get("status") in ("passed", "failed"):
+            _fail(reply, f"the candidate's worker replied: {why}")
+    return reply
 
 
 def _r(x):

@@ -32,6 +32,7 @@ GRID = textwrap.dedent("""\
     - {name: graphcount_inflated}
     - {name: graphnocap_refuses}
     - {name: slowkernel_forged}
+    - {name: strtimes_forged}
 """)
 
 
@@ -94,6 +95,13 @@ def test_a_forged_kernel_time_is_checked_against_the_per_call_time(graph_run):
     r = graph_run[1]["slowkernel_forged"]
     assert r.status == "failed" and "work escapes the timed stream" in r.reason and "9.0000" in r.reason
     assert r.speedup is None and r.kernel_speedup is None
+
+
+def test_times_that_are_not_numbers_fail_the_row_and_judge_nothing(graph_run):
+    r = graph_run[1]["strtimes_forged"]
+    assert r.status == "failed" and "time_ms '0.001' is not a number" in r.reason, r.reason
+    assert "graph_ms '0.001' is not a number" in r.reason and "kernel_ms 'x'" in r.reason
+    assert r.time_ms is r.graph_ms is r.kernel_ms is None and r.speedup is None and r.graph_speedup is None
 
 
 def test_what_is_on_disk_and_what_the_goal_judges_on_the_graph_measure(graph_run):
