@@ -346,10 +346,8 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
 
 def capture_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, hooks: Hooks | None = None,
                   name: str = "candidate"):
-    """A CUDA graph of one call on each of input sets 0..n_sets-1 (fixed pointers), after one warm call
-    of each on the capture stream; `make_call(stream_handle)` gives call(set). Used by time_graph and
-    by the worker's graph burst (corroborate.py). Returns (graph, capture stream: kept alive beside the
-    graph, as when both lived in one function). Raises RuntimeError when the calls cannot be captured."""
+    """(A CUDA graph of one call on each of sets 0..n_sets-1, after a warm call of each; its capture
+    stream, kept alive beside it) for time_graph and the worker's graph burst. RuntimeError if uncapturable."""
     import torch
     hooks = hooks or Hooks()
     side = torch.cuda.Stream()
@@ -384,8 +382,7 @@ def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, h
     content seen before, and a kernel that captured a shortcut (a copy of an old answer, nothing at
     all) returns stale output there. Raises RuntimeError when the calls cannot be captured."""
     import torch
-    hooks = hooks or Hooks()
-    sets = list(range(n_sets))
+    hooks, sets = hooks or Hooks(), list(range(n_sets))
     g, _side = capture_graph(make_call, n_sets, hooks, name)
     xs = []
     with steady_host():
