@@ -69,7 +69,9 @@ def family(name: str) -> str:
 # cutlass_free.cu puts a library name into every symbol of its kernels, which says nothing about what
 # the code does: such ids are cut out before matching (only these exact, length-checked ids, so a
 # real `cublasSgemm_v2` string elsewhere in the same name or section is still found).
-_FILE_ID = re.compile(r"_(\d+)_")
+# Overlapping (a lookahead): the leading hash can be all digits (`_26798326_11_nocublas_cu_...`, as
+# from one checkout's path), and its closing underscore then opens the length that follows.
+_FILE_ID = re.compile(r"(?=_(\d+)_)")
 
 
 def strip_file_ids(name: str) -> str:
@@ -78,12 +80,12 @@ def strip_file_ids(name: str) -> str:
     for m in _FILE_ID.finditer(name):
         if m.start() < i:
             continue
-        n = int(m.group(1))
-        body = name[m.end():m.end() + n]
-        tail = name[m.end() + n:m.end() + n + 9]
+        n, end = int(m.group(1)), m.end(1) + 1          # end: just past `_<n>_`
+        body = name[end:end + n]
+        tail = name[end + n:end + n + 9]
         if len(body) == n and body.endswith(("_cu", "_cuh")) and re.fullmatch(r"_[0-9a-f]{8}", tail):
             out.append(name[i:m.start()] + "_<file>")
-            i = m.end() + n + 9
+            i = end + n + 9
     return "".join(out) + name[i:]
 
 

@@ -25,6 +25,16 @@ timing.py). REL_SLACK = 0.5 covers that with room; ABS_SLACK_MS covers timer and
 of a burst of BURST_MS (5 ms of jitter over 100 ms of calls). Every row records the walls, the calls
 and implied/claimed (`corroboration`), so the slack can be tightened from GPU runs.
 
+CUDA-graph time (eval --graph; graph_speedup, the goal's graph measure) is judged the same way: the
+parent picks m = graph_sets(min_bytes), the calls per graph (the sets that pass 3x the L2, at most 8,
+which every worker's pool has: a count the worker named could be inflated to divide the wall by);
+each worker captures a graph of m calls (one request, not judged) and replays it ceil(n / m) times
+back to back (the next, judged), n = burst_calls(graph_ms); the trusted worker does it for its
+fastest graphed baseline (the overhead), with the same empty burst as `fixed_ms`. A graph time the
+parent's clock does not corroborate, or cannot (no capture, a wrong call count, no calibration, a row
+that did not pass), is moved out of the row into `corroboration.graph` (worker_pair._drop_graph): the
+row keeps its corroborated per-call time, and graph_speedup is None, so no goal judges it.
+
 What this bounds: a candidate that does its work and lies about its time (a patched timer, divided
 numbers) cannot claim more than about 1.5x: its bursts take the true time. What it cannot bound: code
 in the candidate process that recognises a burst request and skips the work in it, which only code
@@ -36,6 +46,11 @@ from __future__ import annotations
 import math
 from dataclasses import asdict, dataclass
 
+# The candidate's numbers no parent check bounds (kept, marked in each judged row's corroboration
+# as "unchecked"): they feed no speedup the goal, the Stop hook, the triggers or the ledger judge;
+# p10/p90 only set the noise of `triage --compare` and the p10 ratio of repeatability reports,
+# host_ms only bounds.py's listing, sync_ms only the accounting check. kernel_ms is bounded (accounting).
+UNCHECKED = ("time_p10_ms", "time_p90_ms", "host_ms", "sync_ms")
 REL_SLACK = 0.5
 ABS_SLACK_MS = 0.005
 BURST_MS = 100.0          # a burst lasts about this long at the claimed per-call time
@@ -77,17 +92,44 @@ def overhead_ms(wall_ms: float, calls: int, claimed_ms: float, fixed_ms: float) 
 
 
 def judge(claimed_ms: float, wall_ms: float, calls: int, fixed_ms: float,
-          baseline: tuple[float, int, float] | None = None) -> Verdict:
+          baseline: tuple[float, int, float] | None = None, what: str = "timing") -> Verdict:
     """The verdict on one row. `baseline`: (its burst's wall ms, its calls, its claimed per-call
-    ms), or None when no baseline was timed (the overhead is then taken as 0, the strict side)."""
+    ms), or None when no baseline was timed (the overhead is then taken as 0, the strict side).
+    `what` names the time judged in the reason ("timing": per call; "CUDA-graph time")."""
     over = overhead_ms(baseline[0], baseline[1], baseline[2], fixed_ms) if baseline else 0.0
     implied = (wall_ms - fixed_ms) / max(calls, 1) - over
     ok = implied <= claimed_ms * (1 + REL_SLACK) + ABS_SLACK_MS
     v = Verdict(ok, claimed_ms, implied, wall_ms, calls, fixed_ms, over,
                 *(baseline if baseline else (None, None, None)))
     if not ok:
-        v.reason = (f"timing not corroborated: {calls} calls took {wall_ms:.1f} ms on the parent's clock, "
+        v.reason = (f"{what} not corroborated: {calls} calls took {wall_ms:.1f} ms on the parent's clock, "
                     f"{implied:.4f} ms per call after the trusted worker's overhead ({fixed_ms:.1f} ms + "
                     f"{over:.4f} ms per call), but the candidate's worker claimed {claimed_ms:.4f} ms "
                     f"(allowed up to {claimed_ms * (1 + REL_SLACK) + ABS_SLACK_MS:.4f})")
     return v
+
+
+def graph_sets(min_bytes: float) -> int:
+    """Calls per graph in a graph burst: the sets that pass 3x the L2, at most 8 (timing.sets_needed,
+    the timing pool's first sets, so every worker has them). The parent picks it, not the worker: a
+    worker that named its own count could divide the burst's wall by a larger one."""
+    from .timing import sets_needed
+    return min(sets_needed(min_bytes), 8)
+
+
+def accounting(time_ms, kernel_ms, sync_ms) -> str:
+    """Why a candidate's per-call numbers do not add up ("" when they do): its work ran off the timed
+    stream (sync_ms), the profiler saw none of it (kernel_ms None) or more device time than the
+    per-call time (kernel_ms). The worker applies it to its own timing; the parent re-applies it to
+    the reply. Against a forger only the last part counts there: a large forged kernel_ms would make
+    kernel_speedup small and spare a fast row the review flag (evaluate.make_row), and this keeps it
+    within 1.25x of the corroborated per-call time (a forger reports a consistent sync_ms anyway)."""
+    if sync_ms is not None and sync_ms > 1.5 * time_ms + 0.05:   # (the worker always has sync_ms)
+        return (f"work escapes the timed stream: per call {sync_ms:.4f} ms until the whole device "
+                f"is idle, but {time_ms:.4f} ms on the stream's events")
+    if kernel_ms is None:
+        return "the profiler saw no kernel time for the candidate: its work cannot be accounted for"
+    if kernel_ms > 1.25 * time_ms + 0.005:
+        return (f"work escapes the timed stream: the kernels' device time {kernel_ms:.4f} ms per call "
+                f"exceeds the per-call time {time_ms:.4f} ms measured on the stream")
+    return ""

@@ -10,6 +10,7 @@ the child process that owns the GPU:
     d.after_timing(pool, call0, verify)   the in-place check and the near-repeat traps
     graph_timing(d, pool, hooks, ...)  CUDA-graph replay time, refreshed and verified between replays
     baseline_graph_timing(pool, hooks, name)   a baseline's graph replay time, refreshed likewise
+    candidate_graph_call / baseline_graph_call   the calls a graph holds (the worker's graph burst too)
     Defence.end(reply)                 the reply: the run-time check's verdict, the defence's cost
 With `"defence": false` in the request (kernelseek eval --no-defence) timing runs the old loop
 (rotation over fixed sets, no refresh, no verification, no traps) and no code check is made; only
@@ -160,16 +161,33 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
-def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dict:
-    """The candidate's CUDA-graph replay time on up to 8 of the pool's sets, refreshed and verified
-    between replays like eager batches (timing.time_graph). {"graph_ms": ...} or {"graph_note": why};
-    a wrong replayed output lands in d.failures."""
+def candidate_graph_call(pool: "SetPool", lib):
+    """make_call(stream_handle) -> call(i): the candidate's prepared call on set i, launched on the
+    capture stream (timing.capture_graph)."""
     def make_call(stream_handle):
         def call(i):
             rc = lib.fwd(pool.cand[i].params, stream_handle)
             if rc != 0:
                 raise RuntimeError(f"kernel returned status {rc} on the capture stream")
         return call
+    return make_call
+
+
+def baseline_graph_call(pool: "SetPool", name: str):
+    """make_call(stream_handle) -> call(i): baseline `name`'s bound call on set i (baselines launch on
+    torch's current stream, which capture_graph sets to the capture stream)."""
+    calls = pool.base.get(name) or []
+
+    def make_call(_stream_handle):
+        return lambda i: calls[i]()
+    return make_call
+
+
+def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dict:
+    """The candidate's CUDA-graph replay time on up to 8 of the pool's sets, refreshed and verified
+    between replays like eager batches (timing.time_graph). {"graph_ms": ...} or {"graph_note": why};
+    a wrong replayed output lands in d.failures."""
+    make_call = candidate_graph_call(pool, lib)
     n = min(len(pool.sets), 8)
     if isinstance(hooks, DefenceHooks):
         hooks.verified = 0
@@ -192,9 +210,7 @@ def baseline_graph_timing(pool: "SetPool", hooks: timing.Hooks, name: str) -> di
     n = min(len(pool.sets), 8, len(calls))
     if n == 0:
         return {"graph_note": "no bound calls"}
-
-    def make_call(_stream_handle):                      # baselines launch on torch's current stream
-        return lambda i: calls[i]()
+    make_call = baseline_graph_call(pool, name)
     try:
         ms, p10, p90 = timing.time_graph(make_call, n, hooks, name=name)
     except Exception as e:                              # a capture that breaks leaves the others timed

@@ -4,7 +4,9 @@
     kernelseek eval kernels/naive_fwd.cu --grid hopper --check-only
     kernelseek eval kernels/fa3_hopper --grid bench26 --define KSEEK_FA3_BN=64   (a folder; a build variant)
 
-Each scenario runs in the worker (a child process owning the GPU); the parent turns replies into
+Each scenario runs in two workers (child processes on the GPU, worker_pair.py): the candidate's, which
+loads the library, and a trusted one for the baselines; the parent's clock corroborates the
+candidate's times (corroborate.py). The parent turns the merged replies into
 rows, derives speedup and rates, fails rows faster than the GPU's datasheet peaks
 (peaks.py), flags surprising ones for review, and writes the run directory
 (results.json, meta.json, build/). Exit codes are listed in `kernelseek --help` (cli.EXIT_CODES).

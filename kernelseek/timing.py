@@ -344,16 +344,10 @@ def _time_interleaved(impls, n_sets, *, budget_s, min_batches, max_batches, targ
     return out
 
 
-def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, hooks: Hooks | None = None,
-               name: str = "candidate", replays: int = 20) -> tuple[float, float, float]:
-    """Per-call time of CUDA-graph replay (ms): median, p10, p90 over `replays` replays.
-
-    One graph holds one call on each of the n_sets input sets, captured once (fixed pointers:
-    `make_call(stream_handle)` gives call(set) launching on the capture stream). Before every
-    replay hooks.before_batch refreshes the content of all n_sets sets and flushes the L2, outside
-    the events; after it hooks.after_batch verifies a sampled call's output. So a replay never sees
-    content seen before, and a kernel that captured a shortcut (a copy of an old answer, nothing at
-    all) returns stale output there. Raises RuntimeError when the calls cannot be captured."""
+def capture_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, hooks: Hooks | None = None,
+                  name: str = "candidate"):
+    """(A CUDA graph of one call on each of sets 0..n_sets-1, after a warm call of each; its capture
+    stream, kept alive beside it) for time_graph and the worker's graph burst. RuntimeError if uncapturable."""
     import torch
     hooks = hooks or Hooks()
     side = torch.cuda.Stream()
@@ -374,6 +368,22 @@ def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, h
     except Exception as e:
         torch.cuda.synchronize()
         raise RuntimeError(f"the calls could not be captured in a CUDA graph: {type(e).__name__}: {str(e)[:200]}") from None
+    return g, side
+
+
+def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, hooks: Hooks | None = None,
+               name: str = "candidate", replays: int = 20) -> tuple[float, float, float]:
+    """Per-call time of CUDA-graph replay (ms): median, p10, p90 over `replays` replays.
+
+    One graph holds one call on each of the n_sets input sets, captured once (fixed pointers:
+    `make_call(stream_handle)` gives call(set) launching on the capture stream). Before every
+    replay hooks.before_batch refreshes the content of all n_sets sets and flushes the L2, outside
+    the events; after it hooks.after_batch verifies a sampled call's output. So a replay never sees
+    content seen before, and a kernel that captured a shortcut (a copy of an old answer, nothing at
+    all) returns stale output there. Raises RuntimeError when the calls cannot be captured."""
+    import torch
+    hooks, sets = hooks or Hooks(), list(range(n_sets))
+    g, _side = capture_graph(make_call, n_sets, hooks, name)
     xs = []
     with steady_host():
         for r in range(replays):

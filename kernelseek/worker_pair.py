@@ -7,11 +7,15 @@ seed (the same inputs) and the same timing method (worker._scenario: fresh conte
 L2, events around batches). The parent merges the two replies into one row and computes the speedup
 (evaluate.make_row). Per row:
   1. the candidate's worker: check, timing (baselines "none");
-  2. the candidate's worker is stopped (SIGSTOP, its whole process group: a thread it left running
-     enqueues nothing) while the baseline worker checks and times the baselines, then runs an
+  2. the candidate's worker is stopped (SIGSTOP, its whole process group and every process descending
+     from it: a thread or process it left running enqueues nothing; worker_proc.Worker.pause) while
+     the baseline worker checks and times the baselines, then runs an
      empty burst and a burst of the fastest baseline (corroborate.py: the calibration);
   3. the candidate's worker resumes and runs a burst of the candidate; the parent's clock judges
-     its claimed time (corroborate.judge). External times go into the row (`corroboration`).
+     its claimed time (corroborate.judge), and its kernel_ms (corroborate.accounting); with graph
+     timing, a graph burst judges its graph time, which is moved out of the row unless corroborated
+     (the trusted worker's graph burst of its fastest graphed baseline, in step 2, calibrates it).
+     External times go into the row (`corroboration`).
 Interleaving is per row, not per batch as in one process: both sides see the same cache state
 through the defence's refresh and flush before every batch.
 """
@@ -67,9 +71,11 @@ class WorkerPair:
 
     def scenario(self, req: dict, timeout: float) -> dict:
         """One row's merged reply (see the module docstring)."""
-        c = self.cand.request({**req, "baseline": "none"}, timeout)
+        c = _numbers_only(self.cand.request({**req, "baseline": "none"}, timeout))
         ext = {"candidate_request_s": _r(self.cand.last_wall_s)}
-        if self.base is None:
+        if self.base is None:                      # checking only: no time is judged, none kept
+            if c.get("graph_ms"):
+                _drop_graph(c, ext, "no trusted worker (checking only)")
             return {**c, "corroboration": ext}
         self.cand.pause()
         try:
@@ -85,10 +91,15 @@ class WorkerPair:
                 phases[k] = phases.get(k, 0.0) + v
             out["phases_s"] = phases
             calib = self._calibrate(out["baselines"], timeout) if _timed(c) else None
+            gcal = self._calibrate_graph(out["baselines"], req, timeout) if _timed(c) and c.get("graph_ms") else None
         finally:
             self.cand.resume()
         if calib is not None:
             self._judge(out, calib, ext, timeout)
+            why = CO.accounting(out["time_ms"], out.get("kernel_ms"), out.get("sync_ms")) if _timed(out) else ""
+            if why:
+                _fail(out, why)                  # the worker's own check, re-applied to what it said
+        self._judge_graph(out, calib, gcal, ext, timeout)
         out["corroboration"] = ext
         return out
 
@@ -108,12 +119,62 @@ class WorkerPair:
             return fixed, None
         return fixed, (self.base.last_wall_s * 1e3, n, best[1])
 
+    def _calibrate_graph(self, baselines: dict, req: dict, timeout: float):
+        """(calls per graph m, (wall, calls, claimed graph ms) of the fastest graphed baseline's graph
+        burst, or None), for the candidate's graph burst."""
+        from .scenarios import Scenario
+        sd = {k: tuple(v) if isinstance(v, list) else v for k, v in req["scenario"].items()}
+        m = CO.graph_sets(Scenario(**sd).min_bytes())
+        timed = [(n, b["graph_ms"]) for n, b in baselines.items()
+                 if b.get("status") == "passed" and b.get("graph_ms") and "standin" not in n]
+        if not timed:
+            return m, None
+        name, ms = min(timed, key=lambda x: x[1])
+        got = self._graph_burst(self.base, name, m, ms, timeout)
+        return m, (got if isinstance(got, tuple) else None)
+
+    @staticmethod
+    def _graph_burst(w, impl: str, m: int, claimed: float, timeout: float):
+        """A graph of m calls of `impl` captured by worker `w` (not timed), then its burst: (wall ms,
+        calls) on the parent's clock, or why not (a string)."""
+        r = w.request({"op": "graph", "impl": impl, "sets": m}, timeout)
+        if r.get("status") != "passed":
+            return f"its graph of {m} calls could not be captured: {str(r.get('reason', ''))[:200]}"
+        n = CO.burst_calls(claimed)
+        want = -(-n // m) * m
+        r = w.request({"op": "burst", "impl": impl, "calls": n, "graph": True}, timeout)
+        if r.get("status") != "passed" or r.get("calls") != want:
+            why = r.get("reason") or f"it answered {r.get('calls')!r} calls for {want}"
+            return f"its graph burst failed: {str(why)[:200]}"
+        return w.last_wall_s * 1e3, want, claimed
+
+    def _judge_graph(self, out: dict, calib, gcal, ext: dict, timeout: float) -> None:
+        """Keep the candidate's graph time only when the parent's clock corroborates it (a graph burst
+        of m calls per replay, m the parent's: corroborate.graph_sets); otherwise move it out of the
+        row into `corroboration.graph`, so graph_speedup, the goal's graph measure, peers and the
+        ledger never see it."""
+        claimed = out.get("graph_ms")
+        if not claimed:
+            return
+        if self.base is None or not isinstance(calib, tuple) or gcal is None:
+            return _drop_graph(out, ext, "no trusted calibration (empty burst) for this row")
+        if out.get("status") != "passed":
+            return _drop_graph(out, ext, "the row did not pass")
+        m, base = gcal
+        got = self._graph_burst(self.cand, "candidate", m, float(claimed), timeout)
+        if isinstance(got, str):
+            return _drop_graph(out, ext, f"the candidate's worker: {got}")
+        v = CO.judge(float(claimed), got[0], got[1], calib[0], base, what="CUDA-graph time")
+        ext["graph"] = {**v.as_dict(), "sets": m}
+        if not v.ok:
+            _drop_graph(out, ext, v.reason)
+
     def _judge(self, out: dict, calib, ext: dict, timeout: float) -> None:
         if isinstance(calib, str):
             ext["note"] = f"not corroborated: {calib}"
             return
         fixed, base = calib
-        claimed = float(out["time_ms"])
+        claimed = float(out["time_ms"])                 # a number: _numbers_only
         n = CO.burst_calls(claimed)
         r = self.cand.request({"op": "burst", "impl": "candidate", "calls": n}, timeout)
         if r.get("status") != "passed" or r.get("calls") != n:
@@ -121,7 +182,7 @@ class WorkerPair:
             _fail(out, f"timing not corroborated: the candidate's burst of {n} calls failed: {why[:300]}")
             return
         v = CO.judge(claimed, self.cand.last_wall_s * 1e3, n, fixed, base)
-        ext.update(v.as_dict())
+        ext.update(v.as_dict(), unchecked=list(CO.UNCHECKED))
         if not v.ok:
             _fail(out, v.reason)
 
@@ -152,8 +213,35 @@ def _timed(reply: dict) -> bool:
     return reply.get("status") == "passed" and bool(reply.get("time_ms"))
 
 
+# The candidate's numbers a row keeps (evaluate.make_row); results.load refuses a file holding
+# anything else there, so a forged reply must not put it on disk.
+NUMERIC = ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
+           "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms", "graph_p10_ms", "graph_p90_ms")
+
+
+def _numbers_only(reply: dict) -> dict:
+    """The candidate's reply with every NUMERIC field a number or None; a field that held anything
+    else (a forged reply may send anything) is set to None and fails the row, naming it."""
+    bad = [k for k in NUMERIC if reply.get(k) is not None
+           and (isinstance(reply[k], bool) or not isinstance(reply[k], (int, float)))]
+    for k in bad:
+        why = f"{k} {str(reply[k])[:40]!r} is not a number"
+        reply[k] = None
+        if reply.get("status") in ("passed", "failed"):
+            _fail(reply, f"the candidate's worker replied: {why}")
+    return reply
+
+
 def _r(x):
     return round(x, 4) if x is not None else None
+
+
+def _drop_graph(out: dict, ext: dict, why: str) -> None:
+    """Move the candidate's uncorroborated graph times out of the reply (kept in ext["graph"])."""
+    claimed = {k: out.pop(k, None) for k in ("graph_ms", "graph_p10_ms", "graph_p90_ms")}
+    ext["graph"] = {**ext.get("graph", {}), "ok": False, "claimed": claimed, "reason": why}
+    note = f"graph time not corroborated, not used: {why}"
+    out["graph_note"] = f"{out['graph_note']}; {note}" if out.get("graph_note") else note
 
 
 def _fail(out: dict, reason: str) -> None:

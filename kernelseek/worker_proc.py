@@ -39,6 +39,7 @@ class Worker:
         self._buf = b""
         self.violation = ""                  # the first reply-protocol violation seen (protocol.py)
         self.last_wall_s: float | None = None  # the last request's wall time, write to reply (monotonic)
+        self._stopped: set[int] = set()      # processes pause() stopped outside the process group
 
     def _start(self):
         err = open(self.log_path, "ab") if self.log_path else subprocess.DEVNULL
@@ -48,24 +49,40 @@ class Worker:
 
     def kill(self):
         if self.proc and self.proc.poll() is None:
+            left = descendants(self.proc.pid)          # outside the group too (a session of their own)
             try:
                 os.killpg(self.proc.pid, 9)
             except (ProcessLookupError, PermissionError):
                 self.proc.kill()
+            _signal_each(left, signal.SIGKILL)
             self.proc.wait(timeout=30)
         self.proc = None
+        self._stopped = set()
 
     def close(self):
         self.check_stray()
         self.kill()
 
     def pause(self) -> None:
-        """Stop the worker's whole process group (SIGSTOP) while another worker times: threads the
-        candidate left running can then enqueue nothing."""
+        """Stop the worker while another worker times: its whole process group (SIGSTOP), so threads
+        the candidate left running enqueue nothing, and every process descending from it, found by
+        parent pid in /proc until no new one appears (a process the candidate started in a session of
+        its own is outside the group; a confined worker's orphans are reparented to its sandbox's
+        init, a descendant too). An unconfined worker's orphan, reparented outside, is not found."""
         self._signal(signal.SIGSTOP)
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        for _ in range(16):                            # a stopped process forks no more: a fixed point
+            new = descendants(self.proc.pid) - self._stopped
+            if not new:
+                break
+            _signal_each(new, signal.SIGSTOP)
+            self._stopped |= new
 
     def resume(self) -> None:
         self._signal(signal.SIGCONT)
+        _signal_each(self._stopped, signal.SIGCONT)
+        self._stopped = set()
 
     def _signal(self, sig) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -165,3 +182,34 @@ class Worker:
         return line.decode(errors="replace")
 
 
+def descendants(root: int, proc: str = "/proc") -> set[int]:
+    """The pids of every live process descending from `root` by parent pid (root excluded), read from
+    /proc/<pid>/stat; empty where /proc cannot be read."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = [d for d in os.listdir(proc) if d.isdigit()]
+    except OSError:
+        return set()
+    for d in names:
+        try:
+            with open(f"{proc}/{d}/stat", "rb") as f:
+                stat = f.read()
+            ppid = int(stat[stat.rindex(b")") + 2:].split()[1])    # after "(comm)": state, ppid
+        except (OSError, ValueError, IndexError):
+            continue
+        children.setdefault(ppid, []).append(int(d))
+    out, todo = set(), [root]
+    while todo:
+        for c in children.get(todo.pop(), ()):
+            if c not in out:
+                out.add(c)
+                todo.append(c)
+    return out
+
+
+def _signal_each(pids, sig) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass

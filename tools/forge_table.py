@@ -18,8 +18,10 @@ def main(out: str) -> int:
         doc = json.loads(f.read_text())
         for r in doc["rows"]:
             c = r.get("corroboration") or {}
+            g = c.get("graph") or {}
             print(f"{doc['kernel']:<18} gate={'on ' if doc['gate'] else 'off'} {r['scenario']:<16} {r['status']:<7} "
-                  f"ratio={c.get('ratio')!s:<6} {r['reason'][:90]}")
+                  f"ratio={c.get('ratio')!s:<6} graph={g.get('ratio')!s:<6} graph_ms={r.get('graph_ms')!s:<8} "
+                  f"{(r['reason'] or r.get('graph_note') or '')[:80]}")
     adv = out / "results_h200.json"
     if not adv.is_file():
         print("no results_h200.json")
@@ -40,6 +42,11 @@ def main(out: str) -> int:
         for k, s, c in worst:
             print(f"  {k}/{s}: ratio {c['ratio']} claimed {c['claimed_ms']:.4f} ms implied {c['implied_ms']:.4f} "
                   f"calls {c['calls']} fixed {c['fixed_ms']:.2f} ms overhead {c['overhead_ms']:.4f} ms")
+    graphs = [c["graph"]["ratio"] for rows in doc["kernels"].values() for r in rows
+              for c in [r.get("corroboration") or {}] if (c.get("graph") or {}).get("ratio") is not None]
+    if graphs:
+        print(f"implied/claimed in graph replay over {len(graphs)} rows: min {min(graphs):.3f} "
+              f"median {statistics.median(graphs):.3f} max {max(graphs):.3f}")
     return 0
 
 

@@ -4,11 +4,13 @@
 #                                                       tools/bin/bwrap is not needed)
 # 1. build every kernel in the background (fa3_hopper ~2 minutes cold)
 # 2. tests/gpu/test_forge_gpu.py: forge_reply.cu and patch_python.cu with the host-code gate patched
-#    out must still fail (reply protocol; "timing not corroborated"); naive_fwd corroborated per row
+#    out must still fail (reply protocol; "timing not corroborated"); patch_graph.cu (--graph) must
+#    lose its forged graph_ms ("graph time not corroborated"); naive_fwd with --graph corroborated
+#    per row, per call and in graph replay (corroboration.graph.ok, graph_speedup kept)
 # 3. tests/gpu/test_adversarial_gpu.py: every adversarial kernel its verdict, now with two workers per
 #    evaluation (the trusted baseline worker) and the parent's clock on every timed row; re-records
 #    $OUT/results_h200.json (copy it to tests/adversarial/results_h200.json and commit it)
-# Last: a short table (verdicts, and implied/claimed per-call ratios of every corroborated row).
+# Last: a short table (verdicts, and implied/claimed ratios, per call and in graph replay).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
@@ -34,7 +36,7 @@ with ThreadPoolExecutor(12) as ex:
 PY
 BUILD=$!
 
-log "forge tests (gate off for the two attackers)"
+log "forge tests (gate off for the three attackers)"
 KSEEK_FORGE_OUT="$OUT/forge" timeout $(left 200) python3 -m pytest -q -p no:cacheprovider -m gpu \
   tests/gpu/test_forge_gpu.py -rfEx > "$OUT/forge.log" 2>&1
 echo "forge pytest rc=$?"; tail -8 "$OUT/forge.log"

@@ -251,4 +251,6 @@ def test_honest_rows_have_graph_times_when_asked(runs):
     for exp in KERNELS:
         if exp.honest and exp.name != "fa3_hopper":
             for row in runs[exp.name]["rows"]:
-                assert row.graph_ms and row.graph_ms > 0, (exp.name, row.scenario)
+                assert row.graph_ms and row.graph_ms > 0, (exp.name, row.scenario, row.graph_note)
+                g = row.corroboration.get("graph") or {}       # kept only when the parent's clock agrees
+                assert g.get("ok") and g.get("ratio") is not None, (exp.name, row.scenario, g)

@@ -203,6 +203,8 @@ def test_a_library_in_the_file_name_is_not_a_use(built):
     assert forbidden_name("_ZN44_GLOBAL__N__fa56f966_11_nocublas_cu_8020c445") is False
     assert forbidden_name("_ZN7cutlass4gemm6kernelEv") and forbidden_name("cublasLtMatmul")
     assert forbidden_name("_11_nocublas_cu_8020c44")          # not an exact id (7 hex digits): still refused
+    digits = "_ZN44_GLOBAL__N__26798326_11_nocublas_cu_8020c44517file_named_kernelEPi"   # an all-digit hash
+    assert strip_file_ids(digits) == "_ZN44_GLOBAL__N__26798326_<file>17file_named_kernelEPi" and not forbidden_name(digits)
 
 
 def _all_symbols(so) -> set[str]:

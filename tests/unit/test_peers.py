@@ -250,6 +250,16 @@ WORKER = textwrap.dedent('''
             out.write(json.dumps({"status": "passed", "gpu": "StandIn GPU", "nonce": nonce,
                                   "baselines": {"flashinfer": "unavailable: not staged"}}) + "\\n")
             continue
+        if req.get("op") == "graph":                  # a graph of m calls for the graph burst (worker.py)
+            m = int(req.get("sets", 0))
+            out.write(json.dumps({"status": "passed", "sets": m, "nonce": nonce}) + "\\n")
+            continue
+        if req.get("op") == "burst" and req.get("graph"):     # whole replays of m calls, really spent
+            import time
+            n = -(-int(req.get("calls", 0)) // m) * m
+            time.sleep(n * (0.5 if req.get("impl") == "fa3" else 0.4) / 1e3)
+            out.write(json.dumps({"status": "passed", "calls": n, "nonce": nonce}) + "\\n")
+            continue
         if req.get("op") == "burst":                  # corroborate.py: the claimed time per call, really spent
             import time
             time.sleep(int(req.get("calls", 0)) * (1.1 if req.get("impl") == "fa3" else 1.0) / 1e3)
