@@ -171,7 +171,8 @@ WORKER = textwrap.dedent('''
         out.write(json.dumps({"status": "passed", "nonce": nonce, "time_ms": 1.0, "graph_ms": g, "kernel_ms": 0.9, "host_ms": 0.01,
             "max_err": 0.001, "err_ratio": 0.1,
             "baselines": {"fa3": {"status": "passed", "version": "FA3 (vLLM) /root/fa3/lib.so", "from": "/root/fa3/lib.so",
-                                  "time_ms": 1.1, "graph_ms": 0.5 if g else None}}, "phases_s": {"timing": 0.01}}) + "\\n")
+                                  "time_ms": 1.1, "graph_ms": 0.5 if g else None}},
+            "baselines_declined": {"cudnn": "no paged KV support"}, "phases_s": {"timing": 0.01}}) + "\\n")
 ''')
 
 
@@ -197,6 +198,11 @@ def test_evaluate_records_graph_speedups_and_where_baselines_came_from(tmp_path,
     table = P.peer_table(*R.load(run))
     assert "fa3: FA3 (vLLM) /root/fa3/lib.so; from /root/fa3/lib.so" in table
     assert "flashinfer: unavailable: not staged" in table
+    # why the others did not run: on the row, in the meta, in the table
+    assert rows[0].baselines_declined == {"cudnn": "no paged KV support"}
+    assert meta["baselines_declined"] == {"cudnn": {"no paged KV support": ["dec"]}}
+    assert saved["rows"][0]["baselines_declined"] == {"cudnn": "no paged KV support"}
+    assert "- [1] cudnn, every row: no paged KV support" in table
 
 
 # ---- the peer table and repeatability, from recorded runs --------------------------------------------
