@@ -15,10 +15,12 @@ that event (the request, the API's latency and the reply); `tools_s`, the tool_r
 `loop_s`, what is left (the questioner's triggers, the goal check, delivering the inbox, writing
 the trace, building the request). An evaluation's tool seconds split into the harness phases of its
 run (evaluate.py's meta phases_s: build_s, worker_start_s, then the worker's inputs, reference,
-candidate_check, baseline_check as `check`, timing_setup, timing, last_call_check, defence_*,
+candidate_check, baseline_check as `check`, timing_setup, timing, last_call_check, graph_baselines,
 runcheck as `time`), `harness_other_s` (the rest of the run's wall_s: writing results, the worker's
 exit) and `toolbox_s` (the tool's seconds beyond the run's wall: keeping the version, judging the
-goal). Times are epoch seconds from the trace (`t`) and seconds from the run folders.
+goal). The defence's own costs (defence_refresh, _verify, _traps) are spent inside the worker's
+`timing` and `last_call_check` steps, so they are shown as `defence_s`, a part of `time_s`, and never
+added to it again (adding them made a step's parts exceed its wall time). Times are epoch seconds from the trace (`t`) and seconds from the run folders.
 """
 from __future__ import annotations
 
@@ -27,8 +29,8 @@ from pathlib import Path
 import pandas as pd
 
 CHECK = ("inputs", "reference", "candidate_check", "baseline_check")
-TIME = ("timing_setup", "timing", "last_call_check", "defence_refresh", "defence_verify", "defence_traps",
-        "runcheck")
+TIME = ("timing_setup", "timing", "last_call_check", "graph_baselines", "runcheck")
+DEFENCE = ("defence_refresh", "defence_verify", "defence_traps")   # nested in timing / last_call_check
 PARTS = ("model_s", "build_s", "worker_start_s", "check_s", "time_s", "harness_other_s", "toolbox_s",
          "other_tools_s", "loop_s")
 
@@ -56,6 +58,7 @@ def eval_times(events: list[dict], root=None) -> pd.DataFrame:
              "wall_s": wall, "build_s": ph.get("build_s"), "worker_start_s": ph.get("worker_start_s"),
              "check_s": sum(ph.get(k, 0.0) for k in CHECK) if ph else None,
              "time_s": sum(ph.get(k, 0.0) for k in TIME) if ph else None,
+             "defence_s": sum(ph.get(k, 0.0) for k in DEFENCE) if ph else None,
              "cached_build": (meta.get("build") or {}).get("cached"),
              "passed": (ev.get("summary") or {}).get("passed"), "scenarios": (ev.get("summary") or {}).get("scenarios"),
              "geomean": ev.get("geomean"), "check_only": ev.get("check_only"),
@@ -91,7 +94,7 @@ def step_times(events: list[dict], root=None) -> pd.DataFrame:
             x = ets.loc[e["seq"]] if ets is not None else None
             r["eval_n"] = e.get("n")
             ev_s += float(e.get("seconds") or 0.0)
-            for c in ("build_s", "worker_start_s", "check_s", "time_s", "harness_other_s", "toolbox_s"):
+            for c in ("build_s", "worker_start_s", "check_s", "time_s", "defence_s", "harness_other_s", "toolbox_s"):
                 v = x.get(c) if x is not None else None
                 r[c] = r.get(c, 0.0) + (float(v) if v is not None and v == v else 0.0)
         if r["eval_n"] is not None and all(r.get(c, 0.0) == 0.0 for c in ("build_s", "check_s", "time_s")):
@@ -101,7 +104,7 @@ def step_times(events: list[dict], root=None) -> pd.DataFrame:
         rows.append(r)
         prev_end = end
     df = pd.DataFrame(rows)
-    for c in PARTS:
+    for c in (*PARTS, "defence_s"):
         df[c] = df[c].fillna(0.0) if c in df else 0.0
     return df
 
