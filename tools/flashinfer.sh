@@ -19,7 +19,9 @@
 #                                      --list` lists the modules the adapter asks for; those missing from .fi-c
 #                                      (session 8: hd256, FA2 decode, window, softcap) are compiled by stage2
 #   bash tools/flashinfer.sh stage     on the GPU machine, once per carried part (carry .fi-a, then .fi-b, then
-#                                      .fi-c if made): collects the parts in /root/flashinfer; when both halves
+#                                      .fi-c if made; .fi-d: more prebuilt modules, aot/NAME/NAME.so like .fi-c's,
+#                                      in a call of their own when one call cannot take them beside .fi-b and
+#                                      .fi-c (64 MiB per call), before or after): collects the parts in /root/flashinfer; when both halves
 #                                      are there, rebuilds and checks the wheel, unpacks it and each missing dep
 #                                      into /root/flashinfer/site, drops prebuilt modules into
 #                                      site/flashinfer/data/aot/, and checks `import flashinfer`.
@@ -71,7 +73,7 @@ case "${1:-}" in
     du -sh .fi-c ;;
   stage)
     mkdir -p $DEST
-    for d in .fi-a .fi-b .fi-c; do [ -d $d ] && cp -r $d/. $DEST/; done
+    for d in .fi-a .fi-b .fi-c .fi-d; do [ -d $d ] && cp -r $d/. $DEST/; done
     cd $DEST
     if [ ! -f site/flashinfer/__init__.py ]; then    # once per machine: a later call only adds modules
       for p in part.aa part.ab; do

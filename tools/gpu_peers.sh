@@ -6,6 +6,8 @@
 #   bash tools/gpu_peers.sh PHASE...
 # Phases, in call order (carry: git-ignored paths that call needs; .whl = pyelftools for the build check):
 #   stage1   carry .whl .fa3 .fi-a   FA3 unpacked (~1 s), FlashInfer's first half + deps collected
+#            (stage1 again, carrying .whl .fi-d, when more prebuilt modules are kept in .fi-d/aot than fit
+#            beside .fi-b and .fi-c: they are collected now and dropped in by stage2)
 #   stage2   carry .whl .fi-b .fi-c  FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
 #                                    in; the modules the flashinfer adapter asks for on bench26/production that .fi-c
 #                                    lacks are compiled in order of use (`python3 tools/flashinfer_aot.py --list`:
