@@ -5,7 +5,8 @@ with content that differs from its RECORD, and with a compiled library that has 
 is refused; one backed by its distribution's RECORD and a loaded extension with FA3's `fwd` is accepted
 (the positive control: the check can pass). In a fresh interpreter (subprocess, the impostor a package
 first on PYTHONPATH, no FA3 library staged): the same refusals through the fa3 baseline itself, as a run
-would meet them: FA3().available() and choose_why() say why, and `best` never picks fa3.
+would meet them: FA3().available() and choose_why() say why, and `best` never picks fa3; among them our
+own kernel under FA3's name (tools/fa3tests_shim.py's module) in a folder outside the checkout.
 """
 import base64
 import hashlib
@@ -206,3 +207,14 @@ def test_the_fresh_interpreter_probe_can_accept(tmp_path):
     _package(root, "flash_attn_3", Path(shutil.move(str(so), str(root / so.name))))
     out = _run_probe(root)
     assert out["real"] == [True, ""] and out["available"] == [True, ""]
+
+
+def test_our_kernel_under_fa3s_name_outside_the_checkout_is_never_fa3(tmp_path):
+    # the realistic impostor: tools/fa3tests_shim.py's flash_attn_interface (kernelseek.attention under FA3's
+    # name, written for running FA3's own tests against our kernel), in a folder outside the checkout
+    root = tmp_path / "fa3tests"
+    r = subprocess.run([sys.executable, str(REPO / "tools" / "fa3tests_shim.py"), str(root)], capture_output=True,
+                       text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = _run_probe(root)
+    _refused(out, root, "installed by no distribution")
