@@ -116,14 +116,19 @@ def load(so_path: str | Path) -> KernelLib:
 
 
 # ---- tensors -> params ---------------------------------------------------------------------------
+_DTYPE_CODES: dict = {}
+
+
 def dtype_code(dt) -> int:
-    import torch
-    codes = {torch.bfloat16: BF16, torch.float16: FP16}
-    if hasattr(torch, "float8_e4m3fn"):
-        codes[torch.float8_e4m3fn] = FP8_E4M3
-    if dt not in codes:
+    if not _DTYPE_CODES:                             # filled once: torch is imported lazily here
+        import torch
+        _DTYPE_CODES.update({torch.bfloat16: BF16, torch.float16: FP16})
+        if hasattr(torch, "float8_e4m3fn"):
+            _DTYPE_CODES[torch.float8_e4m3fn] = FP8_E4M3
+    code = _DTYPE_CODES.get(dt)
+    if code is None:
         raise ValueError(f"dtype {dt} has no kseek_dtype (bf16, fp16, float8_e4m3fn)")
-    return codes[dt]
+    return code
 
 
 def _ptr(t) -> int | None:
@@ -209,21 +214,33 @@ def make_params(s, inp, o, lse, workspace=None) -> KseekParams:
     p.descale_batch_stride = ds.pop() if ds else 0
     p.num_splits = s.num_splits
     if workspace is not None:
-        p.workspace, p.workspace_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
+        set_workspace(p, workspace)
     return p
+
+
+def set_workspace(p: KseekParams, workspace) -> None:
+    """Point params at `workspace` (a tensor): its address and size in bytes."""
+    p.workspace, p.workspace_bytes = workspace.data_ptr(), workspace.numel() * workspace.element_size()
 
 
 # ---- launching -----------------------------------------------------------------------------------
 def workspace_for(lib: KernelLib, s, inp, o, lse):
     """The workspace for this call: kseek_workspace_bytes(params) bytes, at least MIN_WORKSPACE_BYTES,
     uint8 on o's device."""
+    return _workspace(lib, make_params(s, inp, o, lse), o.device)
+
+
+def _workspace(lib: KernelLib, params: KseekParams, device):
+    """kseek_workspace_bytes(params) bytes (at least MIN_WORKSPACE_BYTES) of uint8 on `device`;
+    params must not point at a workspace yet (the kernel sizes it from the rest)."""
     import torch
-    n = lib.workspace_bytes(make_params(s, inp, o, lse))
-    return torch.empty(max(int(n), MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=o.device)
+    n = lib.workspace_bytes(params)
+    return torch.empty(max(int(n), MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=device)
 
 
 class Launch:
-    """One kernel call bound to its tensors: params filled and workspace sized once; calling launches.
+    """One kernel call bound to its tensors: params filled once (kseek_workspace_bytes reads them
+    before the workspace is set, as workspace_for's do), workspace sized once; calling launches.
 
     `stream` is a cudaStream_t as an int (None: o's device's current stream, read now: timing calls
     it in a loop and must not pay for the lookup each time). The object keeps the inputs, outputs
@@ -231,8 +248,9 @@ class Launch:
 
     def __init__(self, lib: KernelLib, s, inp, o, lse, stream: int | None = None, workspace=None):
         self.lib, self.inp, self.o, self.lse = lib, inp, o, lse
-        self.workspace = workspace if workspace is not None else workspace_for(lib, s, inp, o, lse)
-        self.params = make_params(s, inp, o, lse, self.workspace)
+        self.params = make_params(s, inp, o, lse)     # one struct: sized for the workspace, then pointed at it
+        self.workspace = workspace if workspace is not None else _workspace(lib, self.params, o.device)
+        set_workspace(self.params, self.workspace)
         if stream is None:
             import torch
             stream = torch.cuda.current_stream(o.device).cuda_stream

@@ -17,6 +17,10 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 
+import torch
+
+from . import abi
+from .inputs import Inputs
 from .paths import KERNELS
 
 DEFAULT_KERNEL = KERNELS / "fa3_hopper"
@@ -24,6 +28,7 @@ PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8"}
 RECORD: dict = {"steps": [], "paths": []}
 PATH_COUNTS: Counter = Counter()
 _LIBS: dict[str, object] = {}
+_DEFAULT_KEY = str(DEFAULT_KERNEL)
 
 
 def reset_record() -> None:
@@ -93,27 +98,28 @@ class Core:
 
 
 def out_dtype(q):
-    import torch
     return torch.bfloat16 if q.dtype == getattr(torch, "float8_e4m3fn", None) else q.dtype
 
 
 def _lib(kernel: str | os.PathLike | None = None):
-    from . import abi, build, constraints
-    path = str(kernel or os.environ.get("KSEEK_ATTENTION_KERNEL") or DEFAULT_KERNEL)
-    if path not in _LIBS:
-        res = build.build(path)
-        if not res.ok:
-            raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
-        chk = constraints.check_binary(res.so_path)
-        if not chk.ok:
-            raise RuntimeError(f"{path}: refused by the constraint check: {'; '.join(chk.reasons)}")
-        _LIBS[path] = abi.load(res.so_path)
+    """The loaded kernel library (built, checked and loaded on the first call per path; then cached)."""
+    path = str(kernel) if kernel else (os.environ.get("KSEEK_ATTENTION_KERNEL") or _DEFAULT_KEY)
+    lib = _LIBS.get(path)
+    if lib is not None:
+        return lib
+    from . import build, constraints
+    res = build.build(path)
+    if not res.ok:
+        raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
+    chk = constraints.check_binary(res.so_path)
+    if not chk.ok:
+        raise RuntimeError(f"{path}: refused by the constraint check: {'; '.join(chk.reasons)}")
+    _LIBS[path] = abi.load(res.so_path)
     return _LIBS[path]
 
 
 def _alloc(c: Core):
     """o like q with Dv (out dtype), lse [Hq, T] (packed q) or [B, Hq, Sq], float32."""
-    import torch
     q = c.q
     o = torch.empty(q.shape[:-1] + (c.v.shape[-1],), dtype=out_dtype(q), device=q.device)
     if q.dim() == 3:
@@ -153,24 +159,35 @@ def _run_reference(c: Core):
     return o.to(out_dtype(c.q)), lse.float()
 
 
+def _stream(dev) -> int:
+    """The current stream of a CUDA device as an int (what abi.Launch reads by default); 0 for the CPU
+    (attention_hostcost runs this path on CPU tensors against a library that launches nothing)."""
+    return torch.cuda.current_stream(dev).cuda_stream if dev.type == "cuda" else 0
+
+
+def _as(t, dev, dtype):
+    """t on dev as a contiguous dtype tensor: t itself when it already is (what t.to(...).contiguous()
+    returns then, without its argument parsing); None stays None."""
+    if t is None or (t.dtype == dtype and t.device == dev and t.is_contiguous()):
+        return t
+    return t.to(device=dev, dtype=dtype).contiguous()
+
+
 def _run_kernel(c: Core):
-    import torch
-    from . import abi
-    from .inputs import Inputs
     dev = c.q.device
-    i32 = (lambda t: None if t is None else t.to(device=dev, dtype=torch.int32).contiguous())
-    f32 = (lambda t: None if t is None else t.to(device=dev, dtype=torch.float32).contiguous())
-    qd, kd, vd = (f32(d) for d in c.descales)
-    inp = Inputs(q=c.q, k=c.k, v=c.v, cu_seqlens_q=i32(c.cu_seqlens_q), cu_seqlens_k=i32(c.cu_seqlens_k),
-                 seqused_k=i32(c.seqused_k), leftpad_k=i32(c.leftpad_k), page_table=i32(c.page_table),
-                 sinks=f32(c.sinks), q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=out_dtype(c.q))
+    i32, f32 = torch.int32, torch.float32
+    qd, kd, vd = (_as(d, dev, f32) for d in c.descales)
+    inp = Inputs(q=c.q, k=c.k, v=c.v, cu_seqlens_q=_as(c.cu_seqlens_q, dev, i32),
+                 cu_seqlens_k=_as(c.cu_seqlens_k, dev, i32), seqused_k=_as(c.seqused_k, dev, i32),
+                 leftpad_k=_as(c.leftpad_k, dev, i32), page_table=_as(c.page_table, dev, i32),
+                 sinks=_as(c.sinks, dev, f32), q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=out_dtype(c.q))
     call = _Call(c.batch, c.q.shape[-2], c.k.shape[-2], c.q.shape[-1], c.v.shape[-1], int(c.max_q), int(c.max_k),
                  bool(c.causal), tuple(int(w) for w in c.window), float(c.softcap or 0.0), float(c.scale),
                  int(c.num_splits or 0))
     o, lse = _alloc(c)
     lib = _lib()
     try:
-        abi.launch(lib, call, inp, o, lse)                # on q's device's current stream
+        abi.launch(lib, call, inp, o, lse, _stream(dev))   # on q's device's current stream
     except abi.Unsupported as e:
         raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
                                   f"({call})") from e

@@ -168,11 +168,12 @@ def _direct(p: Problem):
 
 
 def _packed_kv(p: Problem):
-    """(k [Tk,Hkv,D], v, start [B] first row of each sequence, end [B] its key end, cu_k [B+1] int32)."""
+    """(k [Tk,Hkv,D], v, cu_k [B+1] int32, used [B] int32: each sequence's key end, seqused_k or else
+    all the rows it owns in k; the kernel gets it as seqused_k either way, as before)."""
     dev = p.q.device
     if p.kv == "packed":
-        start, cap = p.cu_k[:-1].long(), (p.cu_k[1:] - p.cu_k[:-1]).long()
-        k, v, cu = p.k, p.v, _i32(p.cu_k)
+        k, v, cu, s = p.k, p.v, _i32(p.cu_k), None
+        rows = cu[1:] - cu[:-1]
     else:
         if p.kv == "paged":
             table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
@@ -186,11 +187,12 @@ def _packed_kv(p: Problem):
             k, v = p.k, p.v
         s = k.shape[1]
         k, v = k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:])
-        start = torch.arange(p.batch, device=dev, dtype=torch.long) * s
-        cap = torch.full((p.batch,), s, device=dev, dtype=torch.long)
-        cu = torch.arange(p.batch + 1, device=dev, dtype=torch.int32) * s
-    end = p.seqused_k.long() if p.seqused_k is not None else cap
-    return k, v, start, end, cu
+        cu, rows = torch.arange(p.batch + 1, device=dev, dtype=torch.int32) * s, None
+    if p.seqused_k is not None:
+        used = _i32(p.seqused_k)
+    else:
+        used = rows if rows is not None else torch.full((p.batch,), s, device=dev, dtype=torch.int32)
+    return k, v, cu, used
 
 
 def _packed_q(p: Problem):
@@ -249,15 +251,16 @@ def _packed(p: Problem):
         core.step("compact-seqused-q")
         q, cu_q, dest, keep = _compact(q, cu_q, p.seqused_q)
         unpack = (dest, keep)
-    k, v, start, end, cu_k = _packed_kv(p)
-    lp = p.leftpad.long() if p.leftpad is not None else torch.zeros_like(start)
+    k, v, cu_k, used = _packed_kv(p)
     c = core.Core(q=q, k=k, v=v, batch=p.batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
                   window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                  seqused_k=_i32(end), leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=p.descales,
+                  seqused_k=used, leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=p.descales,
                   num_splits=p.num_splits)
     if p.chunk > 0:
         core.step("chunk-segments")
-        cu_qs, cu_ks, used, seg_b = _segments(cu_q, start, end, lp, p.chunk, p.max_k, k.shape[0])
+        start = cu_k[:-1].long()
+        lp = p.leftpad.long() if p.leftpad is not None else torch.zeros_like(start)
+        cu_qs, cu_ks, used, seg_b = _segments(cu_q, start, used.long(), lp, p.chunk, p.max_k, k.shape[0])
         ds = tuple(None if d is None else d[seg_b] for d in p.descales)
         # rows per segment: a chunk's <= C; the key-less segment's <= Sq - Sk (known for a dense call),
         # else the bound max_q. A tight bound keeps the kernel's tile grid (segments x row tiles) small.

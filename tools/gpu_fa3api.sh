@@ -10,7 +10,8 @@
 #       (all git-ignored), FA3 itself into .fa3/ (tools/fa3.sh prepare) for the timing baseline.
 #   GPU (carry .fa3tests .whl .kseek-cache .fa3):  bash tools/gpu_fa3api.sh
 #       writes $OUT/grid.json, $OUT/grid.txt, $OUT/fa3tests_*.jsonl, $OUT/fa3tests.md; prints the tables.
-# Knobs: FA3_SAMPLE (300), FA3_SEED (25), FA3_DEADLINE_S (300: the test processes are stopped then,
+# Knobs: HOSTCOST=1 (first: tools/hostcost.py --device cuda, host time per call by stage, into
+# $OUT/hostcost_cuda.{json,txt}; HOSTCOST_REPS 100), FA3_SAMPLE (300), FA3_SEED (25), FA3_DEADLINE_S (300: the test processes are stopped then,
 # or earlier so that the call ends by BUDGET_S = 540 s; what finished is counted), GRID_REPS (20),
 # SKIP_GRID=1, SKIP_TESTS=1.
 set -uo pipefail
@@ -37,6 +38,13 @@ OUT=${OUT:-/tmp/fa3api_out}; mkdir -p "$OUT"
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import kernelseek.attention_core as c; c._lib(); print('kernel ready')" 2>&1 | tail -1
+
+if [ "${HOSTCOST:-0}" = 1 ]; then   # opt-in (session 9, never run): host us per stage, real kernel
+  echo "== host cost per call ($(($(date +%s)-T0)) s)"
+  timeout 150 python3 tools/hostcost.py --device cuda --reps "${HOSTCOST_REPS:-100}" \
+    --json "$OUT/hostcost_cuda.json" > "$OUT/hostcost_cuda.txt" 2>&1
+  echo "hostcost exit $?"; tail -21 "$OUT/hostcost_cuda.txt"
+fi
 
 if [ "${SKIP_GRID:-0}" != 1 ]; then
   echo "== fa3api grid: check + timing ($(($(date +%s)-T0)) s)"
