@@ -68,6 +68,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     row.corroboration = reply.get("corroboration") or {}
     bl = reply.get("baselines") or {}
     row.baselines = bl
+    row.baselines_declined = dict(reply.get("baselines_declined") or {})
     R.pick_baselines(row, bl, reply)
     if row.status == "passed" and row.time_ms:
         why = peaks.impossible(lines, s.dtype, row.flops, row.min_bytes,
@@ -293,6 +294,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                 agg[k] = agg.get(k, 0.0) + v
             note_baselines(meta.setdefault("baselines_ran", {}), reply)
             rows.append(make_row(s, grid, reply, lines))
+            R.note_declines(meta.setdefault("baselines_declined", {}), rows[-1])
             if w.violation:                              # protocol.py: no reply of it can be believed
                 violated(rows, w.violation)
             R.save(run, rows, meta)                      # partial results survive a dead harness

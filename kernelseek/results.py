@@ -54,6 +54,8 @@ class Row:
     baseline_graph: str | None = None   # the fastest baseline in CUDA-graph replay (may differ from `baseline`)
     baseline_graph_ms: float | None = None  # its per-call time in graph replay
     baselines: dict = field(default_factory=dict)  # every baseline tried: name -> {ms, graph_ms, status, ...}
+    baselines_declined: dict = field(default_factory=dict)  # every one that did not run: name -> why (short);
+                                        # unavailable here or declined the scenario (absent in runs before 2026-12-01 s9)
     stand_in: dict = field(default_factory=dict)   # a labeled dense stand-in (not the same work)
     # derived
     speedup: float | None = None        # baseline_ms / time_ms (the per-call measure)
@@ -106,6 +108,13 @@ def pick_baselines(row: Row, bl: dict, reply: dict) -> None:
         skipped = "; ".join(reply.get("baselines_skipped") or [])
         row.baseline_status = "n/a"
         row.baseline_reason = why or skipped or "no baseline computes this scenario"
+
+
+def note_declines(seen: dict, row: Row) -> None:
+    """Fold one row's declined baselines into a run meta's "baselines_declined": name -> {why: [rows]}
+    (the row number, else the scenario's name), so the meta says which baseline did not run where, and why."""
+    for name, why in (row.baselines_declined or {}).items():
+        seen.setdefault(name, {}).setdefault(str(why), []).append(row.row if row.row is not None else row.scenario)
 
 
 MEASURES = ("contract", "per_call", "graph")
@@ -205,6 +214,7 @@ def to_frame(rows: list[Row]):
         d = dataclasses.asdict(r)
         feats = d.pop("features") or {}
         d.pop("baselines", None)
+        d.pop("baselines_declined", None)
         d.pop("stand_in", None)
         d.update({f"f_{k}": v for k, v in feats.items()})
         recs.append(d)

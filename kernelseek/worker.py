@@ -252,12 +252,13 @@ def _check_baselines(job: _Job, spec: str, stand_in: bool, out: dict) -> dict:
     from .check import check_output
     s = job.s
     none = job.check_only or spec == "none"              # "none": the baselines run in another worker
-    picked, skipped = ([], ["check only: no baselines" if job.check_only else "none here"]) if none \
-        else baselines.choose(spec, s)
+    picked, declined = ([], {}) if none else baselines.choose_why(spec, s)
     stand = baselines.stand_in_for(s) if not none and stand_in else None
     if stand is not None:
         picked.append(stand)                                # labeled: not the same work
-    out["baselines_skipped"] = skipped
+    out["baselines_skipped"] = [f"{n}: {why}" for n, why in declined.items()] or (
+        ["check only: no baselines" if job.check_only else "none here"] if none else [])
+    out["baselines_declined"] = {n: why[:300] for n, why in declined.items()}   # each row keeps why
     bound = {}
     for b in picked:
         rec = {"version": _safe(b.version), "from": _safe(b.where)}

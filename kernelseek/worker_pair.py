@@ -84,8 +84,11 @@ class WorkerPair:
             out = dict(c)
             out["baselines"] = b.get("baselines") or {}
             out["baselines_skipped"] = b.get("baselines_skipped") or []
+            out["baselines_declined"] = b.get("baselines_declined") or {}
             if b.get("status") not in ("passed", None) and not out["baselines"]:
                 out["baselines_skipped"] = out["baselines_skipped"] + [f"baseline worker: {b.get('reason', '')[:200]}"]
+                out["baselines_declined"] = {**out["baselines_declined"],
+                                             "baseline worker": f"failed: {b.get('reason', '')[:200]}"}
             phases = dict(c.get("phases_s") or {})
             for k, v in (b.get("phases_s") or {}).items():
                 phases[k] = phases.get(k, 0.0) + v

@@ -12,11 +12,16 @@
 #                                      (tools/flashinfer_aot.py), so the H200 loads them instead of compiling.
 #                                      Modules the H200 built (tools/gpu_peers.sh stage2 returns them in
 #                                      $OUT/fi-aot) are copied into .fi-c/aot by hand. Session 8 did so: .fi-c/aot
-#                                      holds the FA2-template hd128 module (built here) and the FA3-template
-#                                      (_sm90) hd128 and hd64 prefill modules (H200, 150 s + 143 s there), 10 MB;
-#                                      hd256, window and softcap are still compiled on a fresh machine's stage2
+#                                      holds the FA3-template (_sm90) hd128 and hd64 prefill modules (H200, 150 s +
+#                                      143 s there) and an FA2-template hd128 module under its plain name, which
+#                                      FlashInfer 0.7.2 never loads (it loads the "_kv_stride_equal" build; the
+#                                      adapter names that one since session 9). `python3 tools/flashinfer_aot.py
+#                                      --list` lists the modules the adapter asks for; those missing from .fi-c
+#                                      (session 8: hd256, FA2 decode, window, softcap) are compiled by stage2
 #   bash tools/flashinfer.sh stage     on the GPU machine, once per carried part (carry .fi-a, then .fi-b, then
-#                                      .fi-c if made): collects the parts in /root/flashinfer; when both halves
+#                                      .fi-c if made; .fi-d: more prebuilt modules, aot/NAME/NAME.so like .fi-c's,
+#                                      in a call of their own when one call cannot take them beside .fi-b and
+#                                      .fi-c (64 MiB per call), before or after): collects the parts in /root/flashinfer; when both halves
 #                                      are there, rebuilds and checks the wheel, unpacks it and each missing dep
 #                                      into /root/flashinfer/site, drops prebuilt modules into
 #                                      site/flashinfer/data/aot/, and checks `import flashinfer`.
@@ -68,7 +73,7 @@ case "${1:-}" in
     du -sh .fi-c ;;
   stage)
     mkdir -p $DEST
-    for d in .fi-a .fi-b .fi-c; do [ -d $d ] && cp -r $d/. $DEST/; done
+    for d in .fi-a .fi-b .fi-c .fi-d; do [ -d $d ] && cp -r $d/. $DEST/; done
     cd $DEST
     if [ ! -f site/flashinfer/__init__.py ]; then    # once per machine: a later call only adds modules
       for p in part.aa part.ab; do

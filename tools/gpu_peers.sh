@@ -6,9 +6,12 @@
 #   bash tools/gpu_peers.sh PHASE...
 # Phases, in call order (carry: git-ignored paths that call needs; .whl = pyelftools for the build check):
 #   stage1   carry .whl .fa3 .fi-a   FA3 unpacked (~1 s), FlashInfer's first half + deps collected
+#            (stage1 again, carrying .whl .fi-d, when more prebuilt modules are kept in .fi-d/aot than fit
+#            beside .fi-b and .fi-c: they are collected now and dropped in by stage2)
 #   stage2   carry .whl .fi-b .fi-c  FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
-#                                    in; the prefill modules bench26/production use that .fi-c lacks are compiled
-#                                    in order of use (hd128, hd64, hd256, window, softcap), 2 at a time on 16
+#                                    in; the modules the flashinfer adapter asks for on bench26/production that .fi-c
+#                                    lacks are compiled in order of use (`python3 tools/flashinfer_aot.py --list`:
+#                                    FA3 hd64, hd128, hd256, FA2 hd128 for decode, FA3 window, softcap), 2 at a time on 16
 #                                    cores, for at most FI_BUILD_S=470 s (tools/flashinfer_aot.py; they come back
 #                                    in $OUT/fi-aot: copy them into .fi-c/aot here for the next fresh machine).
 #                                    stage2 again resumes the build (ninja keeps what it compiled). Every timed
@@ -48,6 +51,10 @@ ran = ",".join(f"{n}:{v['passed']}" for n, v in (meta.get("baselines_ran") or {}
 g = s.get("geomean_graph_speedup")
 print(f"{meta.get('grid'):10} {sys.argv[1].rstrip('/').split('/')[-1][:38]:38} correct {s['passed']}/{s['scenarios']} "
       f"per-call {s['geomean_speedup'] or 0:.3f}x graph {g or 0:.3f}x ({s['graph_timed']} rows)  {ran}")
+for n, whys in (meta.get("baselines_declined") or {}).items():   # why a baseline that ran elsewhere did not here
+    if n in (meta.get("baselines_ran") or {}):
+        for why, where in whys.items():
+            print(f"    {n} declined rows {','.join(map(str, where))}: {why[:110]}")
 EOF
   done
   b=($(ls -d "$R"/bench/*/ 2>/dev/null | tail -2))

@@ -22,8 +22,8 @@ from .flash_attn import FA3, FA4
 from .flashinfer import FlashInfer
 from .flex import Flex
 from .original import Original
-from .registry import BEST_ORDER, REGISTRY, choose, get, stand_in_for
+from .registry import BEST_ORDER, REGISTRY, choose, choose_why, get, stand_in_for
 from .torch_native import FlashOp, Sdpa, SdpaDenseStandIn
 
 __all__ = ["BEST_ORDER", "REGISTRY", "Baseline", "Bound", "FA3", "FA4", "FlashInfer", "FlashOp", "Flex", "Original", "Sdpa",
-           "SdpaDenseStandIn", "choose", "common_limits", "get", "stand_in_for"]
+           "SdpaDenseStandIn", "choose", "choose_why", "common_limits", "get", "stand_in_for"]

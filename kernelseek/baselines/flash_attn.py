@@ -117,7 +117,7 @@ class FA3(Baseline):
 def is_real_fa3(module: str) -> tuple[bool, str]:
     """Whether `module` is importable AND is FlashAttention-3's: installed by a flash-attn-3
     distribution (importlib.metadata) that lists it with its hash and whose compiled extension it
-    loaded, not from this checkout, with FA3's entry points."""
+    loaded, not from this checkout, with FA3's entry points and its forward op (_fa3_forward)."""
     try:
         m = importlib.import_module(module)
     except Exception as e:
@@ -134,8 +134,28 @@ def is_real_fa3(module: str) -> tuple[bool, str]:
         return False, f"{module} at {f} is not FlashAttention-3 (installed by {dists or 'no distribution'})"
     if not all(hasattr(m, n) for n in ("flash_attn_func", "flash_attn_varlen_func", "flash_attn_with_kvcache")):
         return False, f"{module} at {f} lacks FA3's entry points"
-    why = _backed_by(fa3[0], f)
+    why = _backed_by(fa3[0], f) or _fa3_forward(fa3[0])
     return (False, f"{module} at {f} is not FlashAttention-3 ({why})") if why else (True, "")
+
+
+def _fa3_forward(dist_name: str) -> str:
+    """"" when FA3's forward entry is there: the op its extension registers (torch.ops.flash_attn_3.fwd), or,
+    in older builds, `fwd` on a loaded extension module of the distribution (flash_attn_3_cuda,
+    flashattn_hopper_cuda); else why not. Any compiled library that happens to load does not pass."""
+    import sys
+    from importlib.metadata import distribution
+    try:
+        import torch
+        if torch.ops.flash_attn_3.fwd is not None:
+            return ""
+    except Exception:
+        pass
+    libs = {Path(e.locate()).resolve() for e in (distribution(dist_name).files or []) if str(e).endswith(".so")}
+    for m in list(sys.modules.values()):
+        f = str(getattr(m, "__file__", "") or "")
+        if f.endswith(".so") and Path(f).resolve() in libs and callable(getattr(m, "fwd", None)):
+            return ""
+    return f"no FA3 forward op: neither torch.ops.flash_attn_3.fwd nor `fwd` on an extension of {dist_name}"
 
 
 def _backed_by(dist_name: str, module_file) -> str:

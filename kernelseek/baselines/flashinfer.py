@@ -20,12 +20,16 @@ machine into /root/flashinfer/site and prints the PYTHONPATH). Its version, file
 module folder go into the baseline's version string and `where()`, so a run's meta says which ran.
 Each new (dtype, head dim, window, softcap) combination is a JIT compile on first use (nvcc, minutes of
 CPU); tools/flashinfer.sh stages prebuilt modules when they were carried; KSEEK_FLASHINFER_JIT=0 declines
-a scenario whose module is not built (module_name, module_state).
+a scenario whose module is not built, naming it. module_plan(s) says, without FlashInfer, which wrapper
+the adapter binds and which module (FA3 or FA2 prefill template, or decode kernels; head dims, window,
+softcap) FlashInfer's plan() then loads; module_name asks flashinfer.jit for that module's name (FA2's is
+the "_kv_stride_equal" build in 0.7.x), module_spec for its build recipe (tools/flashinfer_aot.py).
 """
 from __future__ import annotations
 
 import importlib
 import os
+from dataclasses import dataclass
 
 from .base import Baseline, Bound, common_limits
 
@@ -76,9 +80,11 @@ def decline(s) -> str:
         return "a window with keys right of the diagonal (FlashInfer: causal, with a left window or none)"
     if s.heads_q % s.heads_kv:
         return "heads_q not a multiple of heads_kv"
-    dims = DECODE_HEAD_DIMS if _is_decode(s) else PREFILL_HEAD_DIMS
-    if s.head_dim not in dims:
-        return f"head_dim {s.head_dim} (FlashInfer's Hopper kernels here: {dims})"
+    if _is_decode(s) and s.head_dim not in DECODE_HEAD_DIMS:
+        return f"head_dim {s.head_dim}: FlashInfer's decode here takes {DECODE_HEAD_DIMS}"
+    if not _is_decode(s) and s.head_dim not in PREFILL_HEAD_DIMS:
+        return (f"head_dim {s.head_dim}: FlashInfer's Hopper (FA3) prefill takes 64/128/256 only; its FA2 "
+                "prefill would JIT it but does not check head_dim (not safe to call here)")
     if not s.paged and not s.varlen and s.cache_seqlens is not None:
         return "cache_seqlens on a contiguous cache (the ragged layout needs packed keys)"
     if s.varlen and s.cache_seqlens is not None:
@@ -133,27 +139,93 @@ class FlashInfer(Baseline):
         if not ok or os.environ.get(JIT_ENV, "1") != "0":
             return ok, why
         name, ready = module_state(s)
-        return (True, "") if ready else (False, f"module {name} is not built and {JIT_ENV}=0")
+        return (True, "") if ready else (False, not_built_reason(module_plan(s), name))
 
     def bind(self, s, inp):
-        if _is_decode(s):
-            return _bind_decode(_import(), s, inp)
-        if s.paged:
-            return _bind_paged_prefill(_import(), s, inp)
-        return _bind_ragged(_import(), s, inp)
+        bind = {WRAPPERS["decode"]: _bind_decode, WRAPPERS["paged"]: _bind_paged_prefill,
+                WRAPPERS["ragged"]: _bind_ragged}[module_plan(s).wrapper]
+        return bind(_import(), s, inp)
 
 
-def module_name(s, sm90: bool = True) -> str:
-    """The FlashInfer JIT module a scenario runs on (its own naming, from flashinfer.jit)."""
-    import torch
-    from flashinfer.jit.attention.modules import get_batch_decode_uri, get_batch_prefill_uri
-    dt, d = _torch_dtype(s), s.head_dim
+FA3_PREFILL_DIMS = ((64, 64), (128, 128), (256, 256), (192, 128))   # (qk, vo) FlashInfer's Hopper prefill has
+WRAPPERS = {"decode": "BatchDecodeWithPagedKVCacheWrapper", "paged": "BatchPrefillWithPagedKVCacheWrapper",
+            "ragged": "BatchPrefillWithRaggedKVCacheWrapper"}
+
+
+@dataclass(frozen=True)
+class ModulePlan:
+    """What the adapter asks FlashInfer for on one scenario, decided without FlashInfer (testable on a CPU):
+    the wrapper it binds (WRAPPERS; layout always "NHD"), and the compiled module that wrapper then loads:
+    kind "decode" (CUDA-core decode kernels) or "prefill" (FlashInfer's FA2 or FA3 prefill templates; the
+    decode wrapper with tensor cores runs FA2's), its dtype, head dims and the window/softcap switches."""
+    wrapper: str
+    kind: str
+    backend: str                 # "fa3" | "fa2" | "" (decode kernels)
+    dtype: str                   # "bf16" | "fp16"
+    head_dim_qk: int
+    head_dim_vo: int
+    swa: bool
+    cap: bool
+    tensor_cores: bool = False   # the decode wrapper's use_tensor_cores
+
+    def describe(self) -> str:
+        """Short words for a reason string: "FA3 prefill hd256 softcap", "decode hd128"."""
+        d = f"hd{self.head_dim_qk}" + (f"/{self.head_dim_vo}" if self.head_dim_vo != self.head_dim_qk else "")
+        what = f"{self.backend.upper()} prefill" if self.kind == "prefill" else "decode"
+        return " ".join([what, d] + (["window"] if self.swa else []) + (["softcap"] if self.cap else []))
+
+
+def module_plan(s, sm90: bool = True) -> ModulePlan:
+    """The wrapper and module FlashInfer (0.7.x) uses for `s`, as its plan() picks them on Hopper (`sm90`):
+    prefill wrappers with backend "auto" take FA3 for the (qk, vo) head dims in FA3_PREFILL_DIMS, else FA2;
+    the decode wrapper with tensor cores (GQA group >= TENSOR_CORE_GROUP) takes FA2 for bf16/fp16."""
     left, _ = s.effective_window
-    swa, cap = left >= 0, s.softcap > 0
-    if _is_decode(s) and s.heads_q // s.heads_kv < TENSOR_CORE_GROUP:
-        return get_batch_decode_uri(dt, dt, dt, torch.int32, d, d, 0, swa, cap)
-    backend = "fa2" if _is_decode(s) or not (sm90 and d in PREFILL_HEAD_DIMS and s.dv == d) else "fa3"
-    return get_batch_prefill_uri(backend, dt, dt, dt, torch.int32, d, s.dv, 0, swa, cap, False)
+    common = dict(dtype="fp16" if s.dtype == "fp16" else "bf16", head_dim_qk=s.head_dim, head_dim_vo=s.dv,
+                  swa=left >= 0, cap=s.softcap > 0)
+    if _is_decode(s):
+        tc = s.heads_q // s.heads_kv >= TENSOR_CORE_GROUP
+        return ModulePlan(WRAPPERS["decode"], "prefill" if tc else "decode", "fa2" if tc else "",
+                          tensor_cores=tc, **common)
+    fa3 = sm90 and (s.head_dim, s.dv) in FA3_PREFILL_DIMS
+    return ModulePlan(WRAPPERS["paged" if s.paged else "ragged"], "prefill", "fa3" if fa3 else "fa2", **common)
+
+
+def not_built_reason(p: ModulePlan, name: str) -> str:
+    """Why a scenario FlashInfer computes is declined with compiling off: its module is not staged."""
+    return f"{p.describe()} module not built and {JIT_ENV}=0 (not in flashinfer/data/aot or the JIT cache): {name}"
+
+
+def _uri_args(p: ModulePlan) -> tuple:
+    """flashinfer.jit's module arguments for `p`: dtypes q/kv/o, index dtype, head dims, posenc, window, cap."""
+    import torch
+    dt = torch.float16 if p.dtype == "fp16" else torch.bfloat16
+    return (dt, dt, dt, torch.int32, p.head_dim_qk, p.head_dim_vo, 0, p.swa, p.cap)
+
+
+def module_name(s_or_plan, sm90: bool = True) -> str:
+    """The FlashInfer module a scenario (or a ModulePlan) runs on, named by flashinfer.jit itself. FA2's
+    prefill module is the one FlashInfer 0.7.x builds for it (its "primary", with a "_kv_stride_equal"
+    suffix) where that version has one: not the plain name, which no wrapper loads there."""
+    from flashinfer.jit.attention import modules as M
+    p = s_or_plan if isinstance(s_or_plan, ModulePlan) else module_plan(s_or_plan, sm90)
+    args = _uri_args(p)
+    if p.kind == "decode":
+        return M.get_batch_decode_uri(*args)
+    name = M.get_batch_prefill_uri(p.backend, *args, False)
+    if p.backend == "fa2" and hasattr(M, "_gen_batch_prefill_primary_module"):
+        name = M._get_batch_prefill_module_uri(name, "fa2", "equal", "full")
+    return name
+
+
+def module_spec(p: ModulePlan):
+    """flashinfer.jit's JitSpec for plan `p` (the module that wrapper loads), to build it ahead of time."""
+    from flashinfer.jit.attention import modules as M
+    args = _uri_args(p)
+    if p.kind == "decode":
+        return M.gen_batch_decode_module(*args)
+    gen = M._gen_batch_prefill_primary_module if p.backend == "fa2" and hasattr(
+        M, "_gen_batch_prefill_primary_module") else M.gen_batch_prefill_module
+    return gen(p.backend, *args, False)
 
 
 def module_state(s) -> tuple[str, bool]:
@@ -184,7 +256,7 @@ def _bind_decode(fi, s, inp) -> Bound:
     """q [B,1,Hq,D] -> FlashInfer's [B,Hq,D]; out [B,Hq,D] -> [B,1,Hq,D]."""
     ends = [e for _, e in s.k_ranges()]
     indptr, indices, last = csr_pages(inp.page_table, ends, s.page_size)
-    tc = s.heads_q // s.heads_kv >= TENSOR_CORE_GROUP
+    tc = module_plan(s).tensor_cores
     w = fi.BatchDecodeWithPagedKVCacheWrapper(_workspace(inp.q.device), "NHD", use_tensor_cores=tc)
     w.plan(indptr, indices, last, s.heads_q, s.heads_kv, s.head_dim, s.page_size, **_common(s))
     q = inp.q.view(s.n_batch, s.heads_q, s.head_dim)

@@ -1,4 +1,4 @@
-"""The baseline names, `get` by name, `choose` for a spec (best | all | names | FILE.cu), `best`'s
+"""The baseline names, `get` by name, `choose` (and `choose_why`) for a spec (best | all | names | FILE.cu), `best`'s
 order, and the dense stand-in reported beside paged rows."""
 from __future__ import annotations
 
@@ -33,7 +33,15 @@ def get(name: str) -> Baseline:
 
 
 def choose(spec: str, s: Scenario, cache: dict | None = None) -> tuple[list[Baseline], list[str]]:
-    """Adapters to time for `spec` (best | all | name[,name] | FILE.cu) and why others were skipped."""
+    """Adapters to time for `spec` (best | all | name[,name] | FILE.cu) and why others were skipped
+    ("name: why" strings; choose_why gives them as a dict)."""
+    picked, declined = choose_why(spec, s, cache)
+    return picked, [f"{n}: {why}" for n, why in declined.items()]
+
+
+def choose_why(spec: str, s: Scenario, cache: dict | None = None) -> tuple[list[Baseline], dict[str, str]]:
+    """Adapters to time for `spec`, and {name: why} for each one tried that will not run on `s`: unavailable
+    here, or declining the scenario (a results row keeps these: Row.baselines_declined)."""
     cache = {} if cache is None else cache
 
     def inst(n):
@@ -41,20 +49,26 @@ def choose(spec: str, s: Scenario, cache: dict | None = None) -> tuple[list[Base
             cache[n] = get(n)
         return cache[n]
     names = list(BEST_ORDER) if spec == "best" else list(REGISTRY) if spec == "all" else spec.split(",")
-    picked, skipped = [], []
+    picked, declined = [], {}
     for n in names:
         b = inst(n)
         ok, why = b.available()
         if ok:
             ok, why = getattr(b, "supports_now", b.supports)(s)   # what it computes here and now
-        (picked.append(b) if ok else skipped.append(f"{b.name}: {why}"))
+        if ok:
+            picked.append(b)
+        else:
+            declined[b.name] = why or "declined"
     if spec == "best" and not picked:
         b = inst("flex")
         ok, why = b.available()
         if ok:
             ok, why = b.supports(s)
-        (picked.append(b) if ok else skipped.append(f"flex: {why}"))
-    return picked, skipped
+        if ok:
+            picked.append(b)
+        else:
+            declined["flex"] = why or "declined"
+    return picked, declined
 
 
 def stand_in_for(s: Scenario) -> Baseline | None:

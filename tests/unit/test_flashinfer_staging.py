@@ -46,7 +46,7 @@ def _layout(tmp: Path, md5: str | None = None) -> Path:
 
 def _stage(root: Path, dest: Path, *parts: str):
     """One call: only `parts` are carried (the others are removed from the checkout first)."""
-    for d in (".fi-a", ".fi-b", ".fi-c"):
+    for d in (".fi-a", ".fi-b", ".fi-c", ".fi-d"):
         if d not in parts and (root / d).exists():
             shutil.move(str(root / d), str(root.parent / (d + ".away")))
         elif d in parts and not (root / d).exists():
@@ -89,3 +89,17 @@ def test_a_later_call_adds_modules_to_a_staged_flashinfer(tmp_path):
     assert not (dest / "site" / "flashinfer" / "data" / "aot").exists()
     r = _stage(root, dest, ".fi-c")                       # stage2 again, or a call carrying only modules
     assert r.returncode == 0 and "prebuilt modules: 1" in r.stdout, r.stdout + r.stderr
+
+
+def test_more_modules_in_a_call_of_their_own_before_the_wheel(tmp_path):
+    # .fi-d (modules that do not fit beside .fi-b and .fi-c) carried between stage1 and stage2
+    root, dest = _layout(tmp_path), tmp_path / "dest"
+    mod = root / ".fi-d" / "aot" / "batch_prefill_y_sm90"
+    mod.mkdir(parents=True)
+    (mod / "batch_prefill_y_sm90.so").write_bytes(b"\x7fELF stand-in")
+    _stage(root, dest, ".fi-a")
+    r = _stage(root, dest, ".fi-d")
+    assert r.returncode == 0 and "next, the call that carries the next part" in r.stdout, r.stdout + r.stderr
+    r = _stage(root, dest, ".fi-b", ".fi-c")
+    assert r.returncode == 0 and "prebuilt modules: 2" in r.stdout, r.stdout + r.stderr
+    assert (dest / "site" / "flashinfer" / "data" / "aot" / "batch_prefill_y_sm90" / "batch_prefill_y_sm90.so").is_file()
