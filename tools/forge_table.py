@@ -10,6 +10,9 @@ import statistics
 import sys
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from trust_table import verdicts  # noqa: E402  (tools/ is not a package)
+
 
 def main(out: str) -> int:
     out = Path(out)
@@ -26,12 +29,7 @@ def main(out: str) -> int:
     if not adv.is_file():
         print("no results_h200.json")
         return 1
-    doc = json.loads(adv.read_text())
-    bad = {k: v for k, v in doc["verdict"].items() if v != ["as expected"]}
-    print(f"adversarial: {len(doc['verdict']) - len(bad)}/{len(doc['verdict'])} as expected"
-          + (f"; NOT: {', '.join(bad)}" if bad else ""))
-    for k, v in bad.items():
-        print(f"  {k}: {v[0][:150]}")
+    doc = verdicts(adv)
     ratios = [(k, r["scenario"], r["corroboration"]) for k, rows in doc["kernels"].items() for r in rows
               if (r.get("corroboration") or {}).get("ratio") is not None]
     if ratios:

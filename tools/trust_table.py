@@ -9,6 +9,18 @@ import sys
 from pathlib import Path
 
 
+def verdicts(adv: Path) -> dict:
+    """Print results_h200.json's verdicts (how many adversarial kernels behaved as expected, and
+    what the others did); returns the document."""
+    doc = json.loads(adv.read_text())
+    bad = {k: v for k, v in doc["verdict"].items() if v != ["as expected"]}
+    print(f"adversarial: {len(doc['verdict']) - len(bad)}/{len(doc['verdict'])} as expected"
+          + (f"; NOT: {', '.join(bad)}" if bad else ""))
+    for k, v in bad.items():
+        print(f"  {k}: {v[0][:150]}")
+    return doc
+
+
 def _rows(run_root: Path) -> tuple[list[dict], dict]:
     runs = sorted(p for p in run_root.glob("*/results.json"))
     if not runs:
@@ -26,12 +38,7 @@ def main(out: str) -> int:
         print("probe: " + ", ".join(f"{k} {'ok' if v else 'FAIL'}" for k, v in checks.items()))
     adv = out / "results_h200.json"
     if adv.is_file():
-        doc = json.loads(adv.read_text())
-        bad = {k: v for k, v in doc["verdict"].items() if v != ["as expected"]}
-        print(f"adversarial: {len(doc['verdict']) - len(bad)}/{len(doc['verdict'])} as expected"
-              + (f"; NOT: {', '.join(bad)}" if bad else ""))
-        for k, v in bad.items():
-            print(f"  {k}: {v[0][:150]}")
+        doc = verdicts(adv)
         flagged = [f"{k}/{r['scenario']}" for k, rows in doc["kernels"].items() for r in rows
                    if r.get("suspicious") and doc["expect"].get(k, {}).get("honest")]
         print(f"honest rows flagged: {flagged or 'none'}")

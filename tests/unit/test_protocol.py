@@ -22,13 +22,6 @@ def req(name):
     return {"op": "scenario", "scenario": {"name": name}}
 
 
-@pytest.fixture
-def worker(tmp_path):
-    w = Worker(cmd=STANDIN, log_path=tmp_path / "worker.log")
-    yield w
-    w.close()
-
-
 def test_nonces_are_fresh_and_unpredictable():
     seen = {protocol.new_nonce() for _ in range(1000)}
     assert len(seen) == 1000 and all(len(n) == 2 * protocol.NONCE_BYTES for n in seen)

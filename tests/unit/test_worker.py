@@ -1,24 +1,9 @@
 """The worker protocol on a machine without a GPU, through a stand-in child that misbehaves."""
-import sys
 import time
-from pathlib import Path
-
-import pytest
-
-from kernelseek.worker import Worker
-
-STANDIN = [sys.executable, str(Path(__file__).parent.parent / "fixtures" / "worker" / "standin_worker.py")]
 
 
 def req(name):
     return {"op": "scenario", "scenario": {"name": name}}
-
-
-@pytest.fixture
-def worker(tmp_path):
-    w = Worker(cmd=STANDIN, log_path=tmp_path / "worker.log")
-    yield w
-    w.close()
 
 
 def test_normal_reply(worker):
