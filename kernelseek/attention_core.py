@@ -24,7 +24,7 @@ from .inputs import Inputs
 from .paths import KERNELS
 
 DEFAULT_KERNEL = KERNELS / "fa3_hopper"
-PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8"}
+PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8", 4: "mixed"}  # 4: decode + prefill
 RECORD: dict = {"steps": [], "paths": []}
 PATH_COUNTS: Counter = Counter()
 _LIBS: dict[str, object] = {}

@@ -12,9 +12,12 @@ single score or weight (so the fast paths run them):
   expanded per segment.
 * seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
   varlen, and scattered back; unused rows get O = 0, lse = -inf.
-* varlen queries over a KV cache, and anything the decode path does not take on a paged cache: the
-  keys become a packed varlen tensor (a dense cache is viewed, pages or a cache_batch_idx are
-  gathered: one copy of the keys those sequences can reach) for the prefill kernels.
+* 16-bit prefill shapes over a paged cache (pages of a multiple of 8 rows, no leftpad), and varlen
+  queries over a dense cache: read in place (`_cache_in_place`; the kernel splits a varlen batch
+  between its decode and prefill paths on the device).
+* other varlen queries over a KV cache, and anything else the decode path does not take on a paged
+  cache: the keys become a packed varlen tensor (a dense cache is viewed, pages or a cache_batch_idx
+  are gathered: one copy of the keys those sequences can reach) for the prefill kernels.
 * varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64, 16-bit):
   each sequence's rows at the end of a dense [B, max_seqlen_q] block (exact: the bottom-right
   diagonal is the same), no gather.
@@ -138,7 +141,24 @@ def _solve_layout(p: Problem):
             return _direct(p)
         if p.cu_q is not None and _decode_takes(replace(p, cu_q=None)):
             return _padded_q(p)
+        if (p.kv == "paged" or p.cu_q is not None) and _cache_in_place(p):
+            if p.batch_idx is not None:
+                core.step("batch-idx-page-rows")
+                p = replace(p, page_table=p.page_table[p.batch_idx.long()], batch_idx=None)
+            return _direct(p)
     return _packed(p)
+
+
+def _cache_in_place(p: Problem) -> bool:
+    """Does the kernel read this cache where it lies (no gather)? 16-bit prefill shapes over a paged cache
+    (pages of a multiple of 8 rows, no leftpad: prefill_host.cuh `pages_ok`) or, for packed queries, a
+    dense one (no cache_batch_idx). Packed queries over either run as one call: sequences short enough
+    for the decode path there, the rest on the prefill (fa3_hopper.cu's mixed calls)."""
+    if p.q.dtype not in (torch.bfloat16, torch.float16) or (p.q.shape[-1], p.v.shape[-1]) not in FAST_SHAPES:
+        return False
+    if p.kv == "paged":
+        return p.k.shape[1] % 8 == 0 and p.leftpad is None
+    return p.kv == "dense" and p.batch_idx is None
 
 
 def _padded_q(p: Problem):

@@ -32,6 +32,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from . import host_gate
 from .kernel_source import (KSEEK_H, KernelError, check_defines, closure, define_flags, entry_file,
                             kernel_hash, local_headers)
 
@@ -41,6 +42,13 @@ __all__ = ["build", "BuildResult", "NvccNotFound", "REPO_KERNELS", "entry_file",
 REPO_KERNELS = KSEEK_H.parent   # the repository's kernels/ (holds kseek.h); never on nvcc's include path
 BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 900
+# Host-code layouts tried in turn while the library's executable bytes hold a system-call sequence
+# (host_gate refuses those at ANY offset, so a rip-relative displacement or an immediate that happens
+# to contain 0f 05, 0f 34 or cd 80 refuses honest code: in session 10, two builds of fa3_hopper in a
+# row). Aligning functions differently moves the code and changes every such displacement; the
+# library that is kept is still checked byte for byte, so this loosens nothing.
+HOST_LAYOUTS = ((), ("-Xcompiler", "-falign-functions=32"), ("-Xcompiler", "-falign-functions=64"),
+                ("-Xcompiler", "-falign-functions=128"))
 
 
 class NvccNotFound(RuntimeError):
@@ -230,15 +238,17 @@ def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, t
     try:
         with tempfile.TemporaryDirectory(prefix="kseek-include-") as inc:
             shutil.copyfile(KSEEK_H, Path(inc) / KSEEK_H.name)
-            cmd = [nvcc, *flags, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
-                   "-o", str(tmp / so_name)]
-            run_cmd, env = jail(cmd, inc, tmp) if jail is not None else (cmd, None)
-            try:
-                proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
-                log, rc = (proc.stdout + proc.stderr), proc.returncode
-            except subprocess.TimeoutExpired as e:
-                log, rc = f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}", -1
-        log = " ".join(cmd) + "\n" + log
+            for n, layout in enumerate(HOST_LAYOUTS):
+                cmd = [nvcc, *flags, *layout, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
+                       "-o", str(tmp / so_name)]
+                rc, log = _nvcc(cmd, inc, tmp, timeout_s, jail)
+                sites = host_gate.syscall_sites(tmp / so_name) if rc == 0 else []
+                if not sites or n == len(HOST_LAYOUTS) - 1:
+                    break
+                meta.setdefault("host_relayouts", []).append(
+                    f"{' '.join(layout) or 'default layout'}: system-call bytes at "
+                    f"{', '.join(f'{a:#x}' for a, _, _ in sites[:4])}; rebuilt")
+        log = " ".join(cmd) + "\n" + "".join(f"host layout: {x}\n" for x in meta.get("host_relayouts", [])) + log
         if rc != 0 or not (tmp / so_name).is_file():
             return False, None, log, parse_ptxas(log)
         ptxas = parse_ptxas(log)
@@ -256,6 +266,16 @@ def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, t
         return True, dest / so_name, log, ptxas
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _nvcc(cmd: list[str], inc: str, out: Path, timeout_s: float, jail) -> tuple[int, str]:
+    """Run one nvcc command (confined when `jail` is given): (return code, stdout + stderr)."""
+    run_cmd, env = jail(cmd, inc, out) if jail is not None else (cmd, None)
+    try:
+        proc = subprocess.run(run_cmd, capture_output=True, text=True, timeout=timeout_s, env=env)
+        return proc.returncode, proc.stdout + proc.stderr
+    except subprocess.TimeoutExpired as e:
+        return -1, f"nvcc timed out after {timeout_s:.0f} s\n{_text(e.stdout)}{_text(e.stderr)}"
 
 
 def _read(p: Path) -> str:

@@ -172,7 +172,8 @@ def _dynamic(elf: ELFFile) -> list[str]:
     return out
 
 
-def _syscalls(elf: ELFFile) -> list[str]:
+def _syscall_sites(elf: ELFFile) -> list[tuple[int, str, str]]:
+    """(address, instruction, section) of every system-call byte sequence in executable sections."""
     out = []
     for sec in elf.iter_sections():
         if not sec["sh_flags"] & SH_FLAGS.SHF_EXECINSTR or sec["sh_type"] == "SHT_NOBITS":
@@ -181,9 +182,24 @@ def _syscalls(elf: ELFFile) -> list[str]:
         for pat, insn in SYSCALL_BYTES.items():
             at = data.find(pat)
             while at >= 0:
-                out.append(f"host-code gate: the bytes of a `{insn}` instruction at {sec['sh_addr'] + at:#x} "
-                           f"in {sec.name}: raw system calls bypass every import check")
+                out.append((sec["sh_addr"] + at, insn, sec.name))
                 at = data.find(pat, at + 1)
+    return out
+
+
+def syscall_sites(path: str | Path) -> list[tuple[int, str, str]]:
+    """The system-call byte sequences of the library at `path` (build.py relinks a library whose host
+    code holds some only by chance, e.g. in a rip-relative displacement; [] if it is not ELF)."""
+    try:
+        with open(path, "rb") as f:
+            return _syscall_sites(ELFFile(f))
+    except (OSError, ELFError):
+        return []
+
+
+def _syscalls(elf: ELFFile) -> list[str]:
+    out = [f"host-code gate: the bytes of a `{insn}` instruction at {at:#x} in {name}: raw system calls "
+           "bypass every import check" for at, insn, name in _syscall_sites(elf)]
     return _capped(out, "system-call byte sequences")
 
 

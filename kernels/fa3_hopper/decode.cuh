@@ -64,13 +64,16 @@ struct Args {
   const int32_t* leftpad;
   const int32_t* pt;
   const float* sinks;
+  const int32_t* cu_q;  // packed queries [total_q, Hq, D] (cu_seqlens_q), or NULL (dense)
   int64_t q_bs, q_rs, q_hs;
   int64_t k_bs, k_rs, k_hs;   // paged: k_bs is the page stride
   int64_t v_bs, v_rs, v_hs;
   int64_t o_bs, o_rs, o_hs;
   int64_t lse_bs, lse_hs;
   int pt_stride, ps, ps_shift, paged;   // ps_shift = log2(ps) when ps is a power of two, else -1
-  int B, Hkv, G, sq, sk, M, mtiles, nsplit, R;
+  int B, Hkv, G, sq, sk, M, mtiles, nsplit, R;  // packed queries: sq = the rows a sequence may have
+                                                // here (sequences with more are left to the prefill
+                                                // launch of a mixed call), M = sq * G
   int wl, wr;                           // -1 = unbounded; causal already folded into wr = 0
   int softcap_on;
   float scale_log2;                     // no softcap: scale*log2(e); softcap: scale/softcap
@@ -118,12 +121,35 @@ __device__ __forceinline__ uint32_t swz(int r, int c) {
   return (uint32_t)(r * (D * 2) + ((c ^ (r & 7)) << 4));
 }
 
-// Visible key range (positions after leftpad, inclusive) of query row i; lo > hi when empty.
-__device__ __forceinline__ int row_lo(const Args& a, int i, int sk) {
-  return a.wl >= 0 ? max(0, i + sk - a.sq - a.wl) : 0;
+// Visible key range (positions after leftpad, inclusive) of query row i of a sequence with sq query
+// rows; lo > hi when empty.
+__device__ __forceinline__ int row_lo(const Args& a, int i, int sk, int sq) {
+  return a.wl >= 0 ? max(0, i + sk - sq - a.wl) : 0;
 }
-__device__ __forceinline__ int row_hi(const Args& a, int i, int sk) {
-  return a.wr >= 0 ? min(sk - 1, i + sk - a.sq + a.wr) : sk - 1;
+__device__ __forceinline__ int row_hi(const Args& a, int i, int sk, int sq) {
+  return a.wr >= 0 ? min(sk - 1, i + sk - sq + a.wr) : sk - 1;
+}
+
+// Sequence b's query rows and the element offsets of its row 0 in q, o and lse. Packed queries:
+// false when this launch leaves the sequence to the prefill (more than a.sq rows).
+struct SeqQ {
+  int sq;
+  int64_t q, o, lse;
+};
+__device__ __forceinline__ bool seq_q(const Args& a, int b, SeqQ& s) {
+  if (a.cu_q) {
+    const int r0 = __ldg(a.cu_q + b);
+    s.sq = __ldg(a.cu_q + b + 1) - r0;
+    s.q = (int64_t)r0 * a.q_rs;
+    s.o = (int64_t)r0 * a.o_rs;
+    s.lse = r0;  // lse [Hq, total_q]
+    return s.sq <= a.sq;
+  }
+  s.sq = a.sq;
+  s.q = (int64_t)b * a.q_bs;
+  s.o = (int64_t)b * a.o_bs;
+  s.lse = (int64_t)b * a.lse_bs;
+  return true;
 }
 
 
@@ -150,8 +176,11 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
   const int sp = bid % a.nsplit;
   const int b = bid / a.nsplit;
 
+  SeqQ sqb;
+  if (!seq_q(a, b, sqb)) return;  // a mixed call's long sequence: the prefill launch runs it
   const int m0 = mt * kRows;
-  const int mv = min(kRows, a.M - m0);  // valid rows of this tile (>= 1)
+  if (m0 >= sqb.sq * a.G) return;             // packed queries: past this sequence's rows
+  const int mv = min(kRows, sqb.sq * a.G - m0);  // valid rows of this tile (>= 1)
 
   // ---- Q tile: global -> registers now, -> swizzled smem below (rows past M are zero) ----------
   constexpr int kQPer = (kRows * C::kChunks + kThreads - 1) / kThreads;
@@ -164,7 +193,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     if (idx < kRows * C::kChunks && r < mv) {
       const int m = m0 + r;
       const int i = m / a.G, hq = h * a.G + m % a.G;
-      const T* src = (const T*)a.q + (int64_t)b * a.q_bs + (int64_t)i * a.q_rs + (int64_t)hq * a.q_hs + c * 8;
+      const T* src = (const T*)a.q + sqb.q + (int64_t)i * a.q_rs + (int64_t)hq * a.q_hs + c * 8;
       qv[u] = __ldg(reinterpret_cast<const uint4*>(src));
     }
   }
@@ -174,7 +203,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
   const int end = a.seqused ? __ldg(a.seqused + b) : a.sk;
   const int sk = max(0, end - lp);
   const int i_first = m0 / a.G, i_last = (m0 + mv - 1) / a.G;
-  const int ulo = row_lo(a, i_first, sk), uhi = row_hi(a, i_last, sk);  // union of the rows' ranges
+  const int ulo = row_lo(a, i_first, sk, sqb.sq), uhi = row_hi(a, i_last, sk, sqb.sq);  // union of the rows' ranges
   const int nch = uhi >= ulo ? (uhi - ulo + kKeys) / kKeys : 0;         // 16-key chunks
   const int cps = (nch + a.nsplit - 1) / a.nsplit;                       // chunks per split
   const int c0 = min(nch, sp * cps), c1 = min(nch, c0 + cps);
@@ -190,8 +219,8 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     const int r = g + 8 * rr;
     if (r < mv) {
       const int i = (m0 + r) / a.G;
-      rlo[rr] = max(row_lo(a, i, sk), ks);
-      rhi[rr] = min(row_hi(a, i, sk), ke - 1);
+      rlo[rr] = max(row_lo(a, i, sk, sqb.sq), ks);
+      rhi[rr] = min(row_hi(a, i, sk, sqb.sq), ke - 1);
     } else {
       rlo[rr] = 1;
       rhi[rr] = 0;
@@ -463,10 +492,10 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
           lse = (mm + __log2f(L)) * kLn2;
         }
       }
-      T* dst = (T*)a.o + (int64_t)b * a.o_bs + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + d;
+      T* dst = (T*)a.o + sqb.o + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + d;
       reinterpret_cast<uint32_t*>(dst)[0] = pack2<fa3::is_f16<T>>(acc.x * inv, acc.y * inv);
       reinterpret_cast<uint32_t*>(dst)[1] = pack2<fa3::is_f16<T>>(acc.z * inv, acc.w * inv);
-      if (a.lse && d == 0) a.lse[(int64_t)b * a.lse_bs + (int64_t)hq * a.lse_hs + i] = lse;
+      if (a.lse && d == 0) a.lse[sqb.lse + (int64_t)hq * a.lse_hs + i] = lse;
     } else {
       const int64_t row = (int64_t)sp * a.R + ((int64_t)b * a.Hkv + h) * a.M + m;
       const float inv = L > 0.f ? 1.f / L : 0.f;
@@ -492,13 +521,15 @@ __global__ void __launch_bounds__(128) combine_kernel(const Args a) {
   const int h = bh % a.Hkv, b = bh / a.Hkv;
   const int i = m / a.G, hq = h * a.G + m % a.G;
   const int ns = a.nsplit;
+  SeqQ sqb;
+  if (!seq_q(a, b, sqb) || i >= sqb.sq) return;  // the prefill launch's sequence, or no such row
 
   float mx = -INFINITY;
   for (int s = lane; s < ns; s += 32) mx = fmaxf(mx, a.ws_lse[(int64_t)s * a.R + row]);
 #pragma unroll
   for (int off = 16; off; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
 
-  T* dst = (T*)a.o + (int64_t)b * a.o_bs + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + lane * E;
+  T* dst = (T*)a.o + sqb.o + (int64_t)i * a.o_rs + (int64_t)hq * a.o_hs + lane * E;
   float acc[E];
 #pragma unroll
   for (int e = 0; e < E; ++e) acc[e] = 0.f;
@@ -527,7 +558,7 @@ __global__ void __launch_bounds__(128) combine_kernel(const Args a) {
   }
 #pragma unroll
   for (int e = 0; e < E; e += 2) reinterpret_cast<uint32_t*>(dst)[e / 2] = pack2<fa3::is_f16<T>>(acc[e], acc[e + 1]);
-  if (a.lse && lane == 0) a.lse[(int64_t)b * a.lse_bs + (int64_t)hq * a.lse_hs + i] = lse;
+  if (a.lse && lane == 0) a.lse[sqb.lse + (int64_t)hq * a.lse_hs + i] = lse;
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -573,17 +604,25 @@ inline int ctas_per_sm(const kseek_params* p, int dev) {
 
 inline bool aligned16(const void* ptr) { return (reinterpret_cast<uintptr_t>(ptr) & 15) == 0; }
 
+// Query rows per sequence this path runs: dense, all (Sq); packed, at most kMaxRows / G of them
+// (a sequence with more is left to the prefill: fa3_hopper.cu's mixed calls).
+inline int row_cap(const kseek_params* p) {
+  if (!p->cu_seqlens_q || p->heads_kv <= 0) return p->seqlen_q;
+  const int g = p->heads_q / p->heads_kv;
+  return g > 0 ? std::min(p->seqlen_q, kMaxRows / g) : 0;
+}
+
 inline bool supported(const kseek_params* p) {
   if (!p || p->abi_version != KSEEK_ABI_VERSION) return false;
   if (p->dtype != KSEEK_BF16 && p->dtype != KSEEK_FP16) return false;
   if (p->out_dtype != p->dtype) return false;
   if (p->head_dim != p->head_dim_v) return false;
   if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return false;
-  if (p->cu_seqlens_q || p->cu_seqlens_k) return false;
+  if (p->cu_seqlens_k) return false;  // packed queries over a dense or paged cache only
   if (p->batch <= 0 || p->heads_kv <= 0 || p->heads_q <= 0 || p->heads_q % p->heads_kv) return false;
   if (p->seqlen_q < 0 || p->seqlen_k < 0 || p->seqlen_q >= (1 << 28) || p->seqlen_k >= (1 << 28)) return false;
-  const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv);
-  if (rows > kMaxRows) return false;
+  const int64_t rows = (int64_t)row_cap(p) * (p->heads_q / p->heads_kv);
+  if (rows > kMaxRows || (p->cu_seqlens_q && rows == 0 && p->seqlen_q > 0)) return false;
   if (!p->q || !p->k || !p->v || !p->o) return false;
   if (!(p->scale == p->scale) || isinf(p->scale)) return false;
   if (!(p->softcap >= 0.f) || isinf(p->softcap)) return false;
@@ -606,7 +645,7 @@ inline int choose_splits(const kseek_params* p) {
   if (p->num_splits > 0) return p->num_splits < kMaxSplits ? p->num_splits : kMaxSplits;
   const int dev = current_device();
   const int g = p->heads_q / p->heads_kv;
-  const int rows = p->seqlen_q * g;
+  const int rows = row_cap(p) * g;
   const int mtiles = (rows + kRows - 1) / kRows;
   const int64_t ctas = (int64_t)p->batch * p->heads_kv * (mtiles > 0 ? mtiles : 1);
   int occ = ctas_per_sm(p, dev);
@@ -647,7 +686,7 @@ inline size_t ws_bytes_for(int64_t ns, int64_t R, int d) {
 
 inline size_t workspace_bytes(const kseek_params* p) {
   if (!supported(p) || p->seqlen_q == 0) return 0;
-  const int64_t R = (int64_t)p->batch * p->heads_kv * p->seqlen_q * (p->heads_q / p->heads_kv);
+  const int64_t R = (int64_t)p->batch * p->heads_kv * row_cap(p) * (p->heads_q / p->heads_kv);
   return ws_bytes_for(choose_splits(p), R, p->head_dim);
 }
 
@@ -665,6 +704,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   a.leftpad = p->leftpad_k;
   a.pt = p->page_table;
   a.sinks = p->sinks;
+  a.cu_q = p->cu_seqlens_q;
   a.q_bs = p->q_batch_stride;
   a.q_rs = p->q_row_stride;
   a.q_hs = p->q_head_stride;
@@ -691,9 +731,9 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   a.B = p->batch;
   a.Hkv = p->heads_kv;
   a.G = p->heads_q / p->heads_kv;
-  a.sq = p->seqlen_q;
+  a.sq = row_cap(p);
   a.sk = p->seqlen_k;
-  a.M = p->seqlen_q * a.G;
+  a.M = a.sq * a.G;
   a.mtiles = (a.M + kRows - 1) / kRows;
   a.R = a.B * a.Hkv * a.M;
   a.wl = clamp_window(p->window_left);

@@ -5,7 +5,9 @@
 //
 // Paths, tried in this order by kseek_fwd:
 //   1. split-KV decode (decode.cuh): paged KV, and dense KV with at most 16 query rows per KV head;
-//   2. bf16/fp16 prefill (prefill_*.cuh): dense or varlen, head dims (64, 64), (96, 96),
+//      packed queries over a cache: alone when every sequence fits it, else beside the prefill
+//      (a mixed call: short sequences here, long ones on path 2);
+//   2. bf16/fp16 prefill (prefill_*.cuh): dense, varlen or paged KV, head dims (64, 64), (96, 96),
 //      (128, 128), (192, 128), (192, 192), (256, 256);
 //   3. fp8 e4m3 prefill (prefill_fp8.cuh), same head dims, bf16 out;
 //   4. the naive fallback (../naive_core.cuh): everything else.
@@ -32,20 +34,25 @@ namespace fa3 {
 // KSEEK_FA3_SCHED=static|dynamic overrides (VAR 2 only; VAR 0/1 are always static). Only the
 // instantiations this build can reach are compiled.
 template <typename T, int D, int DV, int BN>
-int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, const int32_t* ids) {
   Launch l;
-  if (!prepare_launch<T, D, DV, BN>(p, rq, rk, l)) return -1;  // not for the fast path
+  if (!prepare_launch<T, D, DV, BN>(p, rq, rk, ids, l)) return -1;  // not for the fast path
   constexpr int var = build::kVariant;
+  // paged K/V or a mixed call's sequence list: the PG instantiations (the others compile those
+  // branches out, so the dense and varlen kernels keep their registers: NOTES v13)
+  const bool pg = l.a.pt != nullptr || l.a.ids != nullptr;
   if constexpr (var == 2) {
     constexpr bool can_dyn = build::kSched == build::sched_dynamic || (build::kSched == build::sched_auto && D > 64);
     constexpr bool can_static = build::kSched != build::sched_dynamic;
     if constexpr (can_dyn && can_static) {
       const bool ragged = p->causal || p->window_left >= 0 || p->window_right >= 0;
-      if (ragged) return start<T, D, DV, BN, 2, true>(l, stream);
-      return start<T, D, DV, BN, 2, false>(l, stream);
+      if (ragged) return pg ? start<T, D, DV, BN, 2, true, true>(l, stream) : start<T, D, DV, BN, 2, true>(l, stream);
+      return pg ? start<T, D, DV, BN, 2, false, true>(l, stream) : start<T, D, DV, BN, 2, false>(l, stream);
     } else {
-      return start<T, D, DV, BN, 2, can_dyn>(l, stream);
+      return pg ? start<T, D, DV, BN, 2, can_dyn, true>(l, stream) : start<T, D, DV, BN, 2, can_dyn>(l, stream);
     }
+  } else if (pg) {
+    return -1;  // paged / mixed launches are built for VAR 2 only
   } else if constexpr (BN != 64 && BN != 128) {
     return start<T, D, DV, BN, 2, false>(l, stream);  // wide tiles: VAR 2 only
   } else if constexpr (var == 0) {
@@ -61,7 +68,7 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
 // overrides it for A/B runs (64: v4's tiles at hd192/256; 128 or 192 at hd64/hd96 for every key
 // length; 176 at hd128, FlashAttention-3's non-causal choice).
 template <typename T>
-int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk) {
+int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, const int32_t* ids) {
   const int d = p->head_dim, dv = p->head_dim_v;
   constexpr int bn = build::kBN;
   // hd64: 192-key tiles from 2k keys on (half the per-tile softmax bookkeeping per key; rows 2/3
@@ -70,29 +77,30 @@ int dispatch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk)
   if (d == 64 || d == 96) {
     if constexpr (bn != 0) {
       constexpr int w = bn == 192 ? 192 : 128;
-      return d == 64 ? launch<T, 64, 64, w>(p, stream, rq, rk) : launch<T, 96, 96, w>(p, stream, rq, rk);
+      return d == 64 ? launch<T, 64, 64, w>(p, stream, rq, rk, ids) : launch<T, 96, 96, w>(p, stream, rq, rk, ids);
     } else if (p->seqlen_k >= 2048) {
-      return d == 64 ? launch<T, 64, 64, 192>(p, stream, rq, rk) : launch<T, 96, 96, 192>(p, stream, rq, rk);
+      return d == 64 ? launch<T, 64, 64, 192>(p, stream, rq, rk, ids) : launch<T, 96, 96, 192>(p, stream, rq, rk, ids);
     } else {
-      return d == 64 ? launch<T, 64, 64, 128>(p, stream, rq, rk) : launch<T, 96, 96, 128>(p, stream, rq, rk);
+      return d == 64 ? launch<T, 64, 64, 128>(p, stream, rq, rk, ids) : launch<T, 96, 96, 128>(p, stream, rq, rk, ids);
     }
   }
-  if (d == 128) return launch<T, 128, 128, bn == 176 ? 176 : 128>(p, stream, rq, rk);
-  if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk);
+  if (d == 128) return launch<T, 128, 128, bn == 176 ? 176 : 128>(p, stream, rq, rk, ids);
+  if (d == 192 && dv == 128) return launch<T, 192, 128, 128>(p, stream, rq, rk, ids);
   // Dv >= 192: 112 / 80 keys per K/V tile (FlashAttention-3's choice for these head dims: the
   // most that fits in shared memory with two stages); KSEEK_FA3_BN=64 for v4's 64.
-  if (d == 192) return launch<T, 192, 192, bn == 64 ? 64 : 112>(p, stream, rq, rk);
-  if (d == 256) return launch<T, 256, 256, bn == 64 ? 64 : 80>(p, stream, rq, rk);
+  if (d == 192) return launch<T, 192, 192, bn == 64 ? 64 : 112>(p, stream, rq, rk, ids);
+  if (d == 256) return launch<T, 256, 256, bn == 64 ? 64 : 80>(p, stream, rq, rk, ids);
   return -1;
 }
 
-// bf16/fp16 prefill: -1 when it does not take the call (the caller tries the next path).
-inline int fwd(const kseek_params* p, cudaStream_t stream) {
+// bf16/fp16 prefill: -1 when it does not take the call (the caller tries the next path). `ids`: a
+// mixed call's device list of the sequences to run (fwd_kernel's Args::ids), else NULL (all).
+inline int fwd(const kseek_params* p, cudaStream_t stream, const int32_t* ids = nullptr) {
   if (!fast_ok(p)) return -1;
   int64_t rq = p->seqlen_q, rk = p->seqlen_k;
-  if (p->cu_seqlens_q && !varlen_totals(p, stream, &rq, &rk)) return -1;
-  return p->dtype == KSEEK_FP16 ? dispatch<__half>(p, stream, rq, rk)
-                                : dispatch<__nv_bfloat16>(p, stream, rq, rk);
+  if ((p->cu_seqlens_q || p->cu_seqlens_k) && !varlen_totals(p, stream, &rq, &rk)) return -1;
+  return p->dtype == KSEEK_FP16 ? dispatch<__half>(p, stream, rq, rk, ids)
+                                : dispatch<__nv_bfloat16>(p, stream, rq, rk, ids);
 }
 
 namespace f8 {
@@ -123,12 +131,68 @@ inline int fwd(const kseek_params* p, cudaStream_t stream) {
 }  // namespace f8
 }  // namespace fa3
 
-// Which calls go to the decode path: every paged call it supports, and dense calls with at most
-// 16 query rows per KV head (Sq * Hq / Hkv), where one m16 tile holds all of them.
+// Which calls go to the decode path alone: every paged call it supports, packed queries over a
+// cache whose longest sequence (seqlen_q) it takes, and dense calls with at most 16 query rows per KV
+// head (Sq * Hq / Hkv), where one m16 tile holds all of them.
 static bool use_decode(const kseek_params* p) {
   if (!dec::supported(p)) return false;
+  const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv);
+  if (p->cu_seqlens_q) return rows <= dec::kMaxRows;
   if (p->page_table) return true;
-  return (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv) <= 16;
+  return rows <= 16;
+}
+
+// Mixed calls: packed queries over a dense or paged cache, some sequences too long for the decode
+// path (a serving step: chunked prefills beside decodes). The short ones (at most dec::row_cap rows)
+// run on the decode path, the rest on the prefill; which is which is read on the device (long_seqs),
+// so the call stays asynchronous. Needs the workspace for that list (mixed_ids_bytes) first.
+static bool use_mixed(const kseek_params* p) {
+  return p->cu_seqlens_q && !p->cu_seqlens_k && dec::supported(p) && !use_decode(p) && fa3::fast_ok(p);
+}
+static size_t mixed_ids_bytes(const kseek_params* p) { return ((size_t)(p->batch + 1) * 4 + 255) / 256 * 256; }
+
+// ids[0] = how many sequences have more than `cap` query rows, ids[1..] = which, ascending. One CTA
+// of 1024 threads (32 warps) walks the batch 1024 sequences at a time.
+__global__ void __launch_bounds__(1024) long_seqs(const int32_t* cu_q, int batch, int cap, int32_t* ids) {
+  __shared__ int warp_n[32];
+  __shared__ int base;
+  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  if (threadIdx.x == 0) base = 0;
+  __syncthreads();
+  for (int b0 = 0; b0 < batch; b0 += 1024) {
+    const int b = b0 + (int)threadIdx.x;
+    const bool lng = b < batch && cu_q[b + 1] - cu_q[b] > cap;
+    const unsigned m = __ballot_sync(0xffffffffu, lng);
+    if (lane == 0) warp_n[w] = __popc(m);
+    __syncthreads();
+    int off = 0, total = 0;
+    for (int i = 0; i < 32; ++i) {
+      off += i < w ? warp_n[i] : 0;
+      total += warp_n[i];
+    }
+    if (lng) ids[1 + base + off + __popc(m & ((1u << lane) - 1u))] = b;
+    __syncthreads();  // every thread has read base and warp_n
+    if (threadIdx.x == 0) base += total;
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) ids[0] = base;
+}
+
+// A mixed call: the list, the decode launch (its workspace after the list), the prefill launch.
+// -1 when it cannot run that way (the caller falls back; a decode launch already made is harmless:
+// the fallback writes every row).
+static int run_mixed(const kseek_params* p, cudaStream_t stream) {
+  const size_t idb = mixed_ids_bytes(p);
+  if (!p->workspace || p->workspace_bytes < idb || (reinterpret_cast<uintptr_t>(p->workspace) & 255)) return -1;
+  int32_t* ids = static_cast<int32_t*>(p->workspace);
+  kseek_params pd = *p;
+  pd.workspace = static_cast<char*>(p->workspace) + idb;
+  pd.workspace_bytes = p->workspace_bytes - idb;
+  long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), ids);
+  if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
+  const int r = dec::run(&pd, stream);
+  if (r != KSEEK_OK) return r;
+  return fa3::fwd(p, stream, ids);
 }
 #else
 namespace fa3 {
@@ -138,7 +202,8 @@ inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only
 
 namespace fa3 {
 // Which path the last kseek_fwd on this process launched (kseek_last_path): 0 the naive fallback,
-// 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, -1 none yet. Host-only bookkeeping.
+// 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, 4 decode + prefill (a mixed call), -1 none
+// yet. Host-only bookkeeping.
 inline int g_last_kind = -1;
 }
 
@@ -151,6 +216,14 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
     fa3::g_last_path = 1;
     fa3::g_last_kind = 1;
     return dec::run(p, stream);
+  }
+  if (use_mixed(p)) {  // packed queries over a cache: short sequences on decode, the rest on prefill
+    const int rm = run_mixed(p, stream);
+    if (rm >= 0) {
+      fa3::g_last_path = 1;
+      fa3::g_last_kind = 4;
+      return rm;
+    }
   }
   int r = fa3::fwd(p, stream);             // bf16/fp16 prefill
   fa3::g_last_kind = 2;
@@ -177,7 +250,10 @@ extern "C" size_t kseek_workspace_bytes(const kseek_params* p) {
   (void)p;
   return 0;
 #else
-  return (p && p->abi_version == KSEEK_ABI_VERSION && use_decode(p)) ? dec::workspace_bytes(p) : 0;
+  if (!p || p->abi_version != KSEEK_ABI_VERSION) return 0;
+  if (use_decode(p)) return dec::workspace_bytes(p);
+  if (use_mixed(p)) return mixed_ids_bytes(p) + dec::workspace_bytes(p);
+  return 0;
 #endif
 }
 

@@ -85,6 +85,15 @@ struct Args {
   int sec;                 // (batch, head) pairs per section of the tile order (see tile_at)
   int slot;                // this launch's tile counter: g_sched[slot] (see next_tile)
   int o_tma, o_swap;       // 1: O leaves through the `to` tensor map (dense only); its dim order
+  // paged K/V (pt != NULL): the maps cover the page pool [num_pages, psz, Hkv, D] with boxes of prow
+  // rows (prow divides both BN and psz, a multiple of 8: each box stays inside one page and starts on
+  // a 1024-byte swizzle atom); logical key row j of sequence b is slot j % psz of page
+  // pt[b * pt_stride + j / psz]
+  const int32_t* pt;
+  int pt_stride, psz, prow;
+  // mixed calls (fa3_hopper.cu): ids[0] = how many sequences this launch runs, ids[1..] = which (the
+  // others, short enough for the decode path, were launched there); NULL = every sequence
+  const int32_t* ids;
 };
 
 

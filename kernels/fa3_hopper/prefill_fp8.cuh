@@ -511,6 +511,8 @@ inline bool make_map(CUtensorMap* map, const void* ptr, int64_t dtot, int64_t s,
 // 16-byte stride rule is checked by make_map: strides multiples of 16 elements).
 inline bool fast_ok(const kseek_params* p) {
   if (p->dtype != KSEEK_FP8_E4M3 || p->out_dtype != KSEEK_BF16) return false;
+  if (p->page_table) return false;  // (the fp8 producer reads dense or packed keys only)
+  if ((p->cu_seqlens_q == nullptr) != (p->cu_seqlens_k == nullptr)) return false;  // half packed
   return prefill_ok(p);
 }
 

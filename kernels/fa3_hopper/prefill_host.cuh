@@ -30,11 +30,31 @@ inline bool shape_ok(int d, int dv) {
   return d == 192 && dv == 128;
 }
 
+// A paged cache the bf16/fp16 prefill reads in place: pages of a multiple of 8 rows (each box of
+// gcd(BN, page_size) rows starts on a swizzle atom and stays in its page), no packed keys, no
+// leftpad (a box would straddle two pages), the pool's page count given (the maps' extent).
+inline bool pages_ok(const kseek_params* p) {
+  return p->page_size > 0 && p->page_size % 8 == 0 && p->page_table_stride > 0 && p->num_pages > 0 &&
+         !p->cu_seqlens_k && !p->leftpad_k;
+}
+
+// Rows per TMA box of a paged K/V block of `bn` keys: gcd(bn, page_size).
+inline int page_box_rows(int bn, int page_size) {
+  int x = bn, y = page_size;
+  while (y) {
+    const int t = x % y;
+    x = y;
+    y = t;
+  }
+  return x;
+}
+
 // What both prefill paths need of a call besides its dtypes (inputs already validated by kseek_fwd).
+// Queries and keys are each dense or packed (cu_seqlens), independently; keys may be paged (bf16/fp16
+// only: the fp8 path refuses pages and half-packed calls itself).
 inline bool prefill_ok(const kseek_params* p) {
   if (!shape_ok(p->head_dim, p->head_dim_v)) return false;
-  if (p->page_table) return false;
-  if ((p->cu_seqlens_q == nullptr) != (p->cu_seqlens_k == nullptr)) return false;  // half varlen
+  if (p->page_table && !pages_ok(p)) return false;
   if (!isfinite(p->softcap)) return false;
   if (!(p->scale > 0.f) || !isfinite(p->scale)) return false;
   if (p->softcap > 0.f && !isfinite(p->scale / p->softcap)) return false;
@@ -65,11 +85,12 @@ inline bool fast_ok(const kseek_params* p) {
 // has finished (row 18 of bench26: 0.04 ms per call, NOTES v12), and it cannot run under CUDA-graph
 // capture (a capturing stream takes the fallback).
 inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* tq, int64_t* tk) {
-  if (p->total_q > 0 && p->total_k > 0) {
-    *tq = p->total_q;
-    *tk = p->total_k;
+  const bool vq = p->cu_seqlens_q != nullptr, vk = p->cu_seqlens_k != nullptr;
+  if ((!vq || p->total_q > 0) && (!vk || p->total_k > 0)) {
+    if (vq) *tq = p->total_q;
+    if (vk) *tk = p->total_k;
     // < 2^28 as below: per-sequence lengths (<= totals) keep the kernel's int math in range
-    return p->total_q < (1 << 28) && p->total_k < (1 << 28);
+    return *tq < (1 << 28) && *tk < (1 << 28);
   }
   cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
   if (cudaStreamIsCapturing(stream, &st) != cudaSuccess) {
@@ -78,18 +99,18 @@ inline bool varlen_totals(const kseek_params* p, cudaStream_t stream, int64_t* t
   }
   if (st != cudaStreamCaptureStatusNone) return false;
   int32_t v[2] = {0, 0};
-  if (cudaMemcpyAsync(&v[0], p->cu_seqlens_q + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
-                      stream) != cudaSuccess ||
-      cudaMemcpyAsync(&v[1], p->cu_seqlens_k + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
-                      stream) != cudaSuccess ||
+  if ((vq && cudaMemcpyAsync(&v[0], p->cu_seqlens_q + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             stream) != cudaSuccess) ||
+      (vk && cudaMemcpyAsync(&v[1], p->cu_seqlens_k + p->batch, sizeof(int32_t), cudaMemcpyDeviceToHost,
+                             stream) != cudaSuccess) ||
       cudaStreamSynchronize(stream) != cudaSuccess) {
     cudaGetLastError();
     return false;
   }
-  *tq = v[0];
-  *tk = v[1];
+  if (vq) *tq = v[0];
+  if (vk) *tk = v[1];
   // < 2^28: per-sequence lengths (<= totals) keep the kernel's int math row + diag + window in range
-  return v[0] > 0 && v[1] > 0 && v[0] < (1 << 28) && v[1] < (1 << 28);
+  return *tq > 0 && *tk > 0 && *tq < (1 << 28) && *tk < (1 << 28);
 }
 
 // The Args fields shared by the bf16/fp16 and fp8 launches: outputs, sequence metadata, window,
@@ -116,7 +137,10 @@ inline void fill_args(const kseek_params* p, bool varlen, Args& a) {
   // Keys past a sequence's end inside the map are real memory (next sequence, unused cache slots,
   // keys of leftpad'ed tails) that may hold NaN/Inf: zero those V rows in shared memory. Without
   // varlen/seqused/leftpad, rows past Sk are outside the map and TMA zero-fills them.
-  a.vzero = (varlen || p->seqused_k || p->leftpad_k) ? 1 : 0;
+  a.vzero = (varlen || p->seqused_k || p->leftpad_k || p->page_table) ? 1 : 0;
+  a.pt = nullptr;  // set by the bf16/fp16 prepare_launch for a paged cache
+  a.pt_stride = a.psz = a.prow = 0;
+  a.ids = nullptr;
   const float kLog2e = 1.4426950408889634f;
   if (p->softcap > 0.f) {
     a.softcap_on = 1;
@@ -183,22 +207,36 @@ struct Launch {
 
 // The maps, arguments and persistent grid of one call for the <T, D, DV, BN> kernels; false when
 // the fast path cannot take it (a map the driver refuses, too many tiles, no SM count).
+// `ids`: a mixed call's device list of the sequences this launch runs (Args::ids), else NULL.
 template <typename T, int D, int DV, int BN>
-bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, Launch& l) {
+bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, const int32_t* ids, Launch& l) {
   constexpr bool F16 = std::is_same<T, __half>::value;
   Args& a = l.a;
   const bool varlen = p->cu_seqlens_q != nullptr;
+  const bool paged = p->page_table != nullptr;
   const int64_t nb = varlen ? 1 : p->batch;  // varlen: one packed "batch" of total rows
+  // keys: one packed "batch", B dense sequences, or the page pool (num_pages "batches" of page_size
+  // rows, read in boxes of prow rows)
+  const int64_t kb = p->cu_seqlens_k ? 1 : (paged ? p->num_pages : p->batch);
+  const int64_t krows = paged ? p->page_size : rows_k;
+  const int kbox = paged ? page_box_rows(BN, p->page_size) : BN;
   // (host cost: three cuTensorMapEncodeTiled calls per kseek_fwd, a few microseconds; cacheable)
   // The maps use the TRUE head dims (96: the second 64-column box is zero-filled past column 96).
   if (!make_map(&l.tq, F16, p->q, p->head_dim, rows_q, p->heads_q, nb, p->q_row_stride,
                 p->q_head_stride, p->q_batch_stride, kBM, &a.q_swap) ||
-      !make_map(&l.tk, F16, p->k, p->head_dim, rows_k, p->heads_kv, nb, p->k_row_stride,
-                p->k_head_stride, p->k_batch_stride, BN, &a.k_swap) ||
-      !make_map(&l.tv, F16, p->v, p->head_dim_v, rows_k, p->heads_kv, nb, p->v_row_stride,
-                p->v_head_stride, p->v_batch_stride, BN, &a.v_swap))
+      !make_map(&l.tk, F16, p->k, p->head_dim, krows, p->heads_kv, kb, p->k_row_stride,
+                p->k_head_stride, p->k_batch_stride, kbox, &a.k_swap) ||
+      !make_map(&l.tv, F16, p->v, p->head_dim_v, krows, p->heads_kv, kb, p->v_row_stride,
+                p->v_head_stride, p->v_batch_stride, kbox, &a.v_swap))
     return false;
-  fill_args(p, varlen, a);
+  fill_args(p, varlen || p->cu_seqlens_k != nullptr, a);
+  if (paged) {
+    a.pt = p->page_table;
+    a.pt_stride = p->page_table_stride;
+    a.psz = p->page_size;
+    a.prow = kbox;
+  }
+  a.ids = ids;
   // O's map (64-row boxes, one per consumer warpgroup): dense layouts where the staging fits
   memset(&l.to, 0, sizeof(l.to));
   a.o_tma = 0;
@@ -223,12 +261,12 @@ bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, Launc
 }
 
 // Launch one instantiation (the >48 KB dynamic shared memory opt-in once per device).
-template <typename T, int D, int DV, int BN, int VAR, bool DYN>
+template <typename T, int D, int DV, int BN, int VAR, bool DYN, bool PG = false>
 int start(const Launch& l, cudaStream_t stream) {
   constexpr int smem = Smem<D, DV, BN>::kTotal;
   static int attr_done[kMaxDev] = {0};
-  if (!smem_opt_in(fwd_kernel<T, D, DV, BN, VAR, DYN>, smem, attr_done)) return -1;
-  fwd_kernel<T, D, DV, BN, VAR, DYN><<<l.grid, kThreads, smem, stream>>>(l.tq, l.tk, l.tv, l.to, l.a);
+  if (!smem_opt_in(fwd_kernel<T, D, DV, BN, VAR, DYN, PG>, smem, attr_done)) return -1;
+  fwd_kernel<T, D, DV, BN, VAR, DYN, PG><<<l.grid, kThreads, smem, stream>>>(l.tq, l.tk, l.tv, l.to, l.a);
   return launch_status(cudaGetLastError());
 }
 

@@ -15,7 +15,7 @@ namespace fa3 {
 
 // Consumer warpgroup cw (0 or 1): the CTA's tiles in the producer's order, for each the tile's
 // registers, its mainloop and its epilogue.
-template <typename T, int D, int DV, int BN, int VAR, bool DYN>
+template <typename T, int D, int DV, int BN, int VAR, bool DYN, bool PG>
 __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, const Args& a, int cw) {
   constexpr int NS = BN / 2;  // S accumulator floats per thread
   using L = Smem<D, DV, BN>;
@@ -31,16 +31,17 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
     if (cw == 1) named_bar_arrive(3, 256);
   }
   int kv = 0, qi = 0;
+  const int ntiles = tile_count<PG>(a);
   for (int idx = blockIdx.x;;) {
     if constexpr (DYN) {
       mbar_wait(bar_q<L>(base, qbuf<L>(qi)), qphase<L>(qi));  // the next tile's index (and its Q, when it has keys)
       idx = __shfl_sync(0xffffffffu, ld_shared_s32(tile_slot<L>(base, qbuf<L>(qi))), 0);  // (all lanes read the same)
       if (idx < 0) break;
-    } else if (idx >= a.tiles) {
+    } else if (idx >= ntiles) {
       break;
     }
     Tile ti;
-    if (!tile_at<BN>(a, idx, ti)) {  // static only (the dynamic producer never hands these out)
+    if (!tile_at<BN, PG>(a, idx, ti)) {  // static only (the dynamic producer never hands these out)
       idx += gridDim.x;
       continue;
     }
@@ -97,7 +98,7 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
 
 // Barriers are initialised by thread 0; after the one CTA-wide __syncthreads the two roles run
 // apart, rebalancing registers with setmaxnreg (producer down to kProducerRegs, consumers up).
-template <typename T, int D, int DV, int BN, int VAR, bool DYN>
+template <typename T, int D, int DV, int BN, int VAR, bool DYN, bool PG>
 __global__ void __launch_bounds__(kThreads, 1)
     fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
@@ -125,10 +126,10 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x >> 7;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0) producer<D, DV, BN, DYN>(base, &tq, &tk, &tv, a);
+    if (threadIdx.x == 0) producer<D, DV, BN, DYN, PG>(base, &tq, &tk, &tv, a);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
-    consumer<T, D, DV, BN, VAR, DYN>(base, &to, a, wg - 1);
+    consumer<T, D, DV, BN, VAR, DYN, PG>(base, &to, a, wg - 1);
   }
 }
 

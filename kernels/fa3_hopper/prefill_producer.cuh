@@ -8,9 +8,30 @@
 
 namespace fa3 {
 
+// One K (or V) block of a paged cache into the stage at `dst`: BN / prow boxes of prow rows per
+// 64-column chunk, each from its page (the same bytes as the dense path's one box per chunk, so the
+// stage's expected transaction count is unchanged). Rows past the sequence's last key read a page
+// that holds keys (the last one): the mainloop masks those keys and zeroes their V rows (vzero),
+// and the page-table row is never read past the sequence's pages.
+template <int DD, int BN>
+__device__ __forceinline__ void load_pages(uint32_t dst, const CUtensorMap* map, uint32_t bar, const Args& a,
+                                           const Tile& ti, int n_block, int swap) {
+  const int32_t* row = a.pt + (int64_t)ti.b * a.pt_stride;
+  const int last = (ti.k_coord + ti.sk - 1) / a.psz;  // the sequence's last page (the tile has keys: sk >= 1)
+  for (int j = 0; j < BN; j += a.prow) {
+    const int key = ti.k_coord + n_block * BN + j;  // logical key row of this box's first key
+    const int pi = min(key / a.psz, last);
+    const int page = __ldg(row + pi);
+    const int slot = key - (key / a.psz) * a.psz;
+#pragma unroll
+    for (int c = 0; c < pad64(DD) / 64; ++c)
+      tma_tile(dst + c * BN * 128 + j * 128, map, bar, 64 * c, slot, ti.hkv, page, swap);
+  }
+}
+
 // K and V of K/V block n_block of tile ti into ring stage kv % 2 (phase (kv / 2) % 2), each once the
 // consumers have freed that stage.
-template <int D, int DV, int BN>
+template <int D, int DV, int BN, bool PG>
 __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv, const Args& a,
                                         const Tile& ti, int n_block, int kv) {
   using L = Smem<D, DV, BN>;
@@ -20,23 +41,31 @@ __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, co
   const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
   mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
   mbar_arrive_expect_tx(kf, L::kKBytes);
+  if (PG && a.pt) {
+    load_pages<D, BN>(sK + stage * L::kKBytes, tk, kf, a, ti, n_block, a.k_swap);
+  } else {
 #pragma unroll
-  for (int c = 0; c < pad64(D) / 64; ++c)
-    tma_tile(sK + stage * L::kKBytes + c * BN * 128, tk, kf, 64 * c, ti.k_coord + n_block * BN,
-             ti.hkv, ti.tb, a.k_swap);
+    for (int c = 0; c < pad64(D) / 64; ++c)
+      tma_tile(sK + stage * L::kKBytes + c * BN * 128, tk, kf, 64 * c, ti.k_coord + n_block * BN,
+               ti.hkv, k_batch(a, ti), a.k_swap);
+  }
   mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
   mbar_arrive_expect_tx(vf, L::kVBytes);
+  if (PG && a.pt) {
+    load_pages<DV, BN>(sV + stage * L::kVBytes, tv, vf, a, ti, n_block, a.v_swap);
+  } else {
 #pragma unroll
-  for (int c = 0; c < pad64(DV) / 64; ++c)
-    tma_tile(sV + stage * L::kVBytes + c * BN * 128, tv, vf, 64 * c, ti.k_coord + n_block * BN,
-             ti.hkv, ti.tb, a.v_swap);
+    for (int c = 0; c < pad64(DV) / 64; ++c)
+      tma_tile(sV + stage * L::kVBytes + c * BN * 128, tv, vf, 64 * c, ti.k_coord + n_block * BN,
+               ti.hkv, k_batch(a, ti), a.v_swap);
+  }
 }
 
 // Persistent: this CTA runs tiles blockIdx.x, blockIdx.x + gridDim.x, ... (static) or blockIdx.x
 // and then whatever the counter hands out (DYN). Producer and consumers walk the same sequence;
 // `kv` counts K/V tiles over all of them (ring stage kv % 2, phase (kv / 2) % 2) and `qi` the Q
 // loads, so the producer loads the next tile's Q and K/V while the consumers finish the current one.
-template <int D, int DV, int BN, bool DYN>
+template <int D, int DV, int BN, bool DYN, bool PG>
 __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, const CUtensorMap* tk,
                                          const CUtensorMap* tv, const Args& a) {
   using L = Smem<D, DV, BN>;
@@ -47,11 +76,12 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
   // (declared qi before kv: the other order gives the same program with other register names in
   // the SASS -- ptxas follows the order of the PTX's virtual registers; README.md)
   int qi = 0, kv = 0;
+  const int ntiles = tile_count<PG>(a);
   for (int idx = blockIdx.x;;) {
     Tile ti;
     if constexpr (DYN) {
-      const bool more = idx < a.tiles;
-      if (more && !tile_at<BN>(a, idx, ti)) {  // varlen: starts past its sequence's end
+      const bool more = idx < ntiles;
+      if (more && !tile_at<BN, PG>(a, idx, ti)) {  // varlen: starts past its sequence's end
         idx = next_tile(a);
         continue;
       }
@@ -66,8 +96,8 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
         continue;
       }
     } else {  // static: tiles blockIdx.x, + gridDim.x, ...; the consumers walk the same list
-      if (idx >= a.tiles) break;
-      if (!tile_at<BN>(a, idx, ti) || ti.n_cnt == 0) {
+      if (idx >= ntiles) break;
+      if (!tile_at<BN, PG>(a, idx, ti) || ti.n_cnt == 0) {
         idx += gridDim.x;
         continue;
       }
@@ -82,7 +112,7 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
                  a.q_swap);
     }
     ++qi;
-    for (int it = 0; it < ti.n_cnt; ++it, ++kv) load_kv<D, DV, BN>(base, tk, tv, a, ti, ti.n_max - 1 - it, kv);
+    for (int it = 0; it < ti.n_cnt; ++it, ++kv) load_kv<D, DV, BN, PG>(base, tk, tv, a, ti, ti.n_max - 1 - it, kv);
     if constexpr (DYN) idx = next_tile(a);
     else idx += gridDim.x;
   }

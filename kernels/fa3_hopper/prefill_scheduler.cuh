@@ -32,8 +32,26 @@ struct Tile {
   int m0, h, b, hkv;
   int sq, sk, diag;          // this sequence's query rows, effective key length, bottom-right offset
   int n_min, n_max, n_cnt;   // K/V tiles n_min..n_max-1 hold every key some row may see
-  int q_row0, q_coord, k_coord, tb;  // TMA coordinates (varlen: packed rows, batch 0)
+  int q_row0, q_coord, k_coord, tb;  // TMA coordinates (varlen: packed rows, batch 0); K/V's batch
+                                     // coordinate is k_batch() (paged: the page-table row is ti.b's)
 };
+
+__device__ __forceinline__ int k_batch(const Args& a, const Tile& ti) { return a.cu_k ? 0 : ti.b; }
+
+// The number of sequences the tile order runs over: all of them, or the ones a mixed call's
+// prefill launch runs (ids[0], written on the device before this launch).
+// PG: built for paged / mixed launches (fwd_kernel's PG); other instantiations compile these out.
+template <bool PG>
+__device__ __forceinline__ int seq_count(const Args& a) {
+  if constexpr (PG) return a.ids ? __ldg(a.ids) : a.batch;
+  return a.batch;
+}
+// Tiles of this launch (the persistent loops' bound).
+template <bool PG>
+__device__ __forceinline__ int tile_count(const Args& a) {
+  if constexpr (PG) return a.ids ? a.m_blocks * a.heads * __ldg(a.ids) : a.tiles;
+  return a.tiles;
+}
 
 // Tile `idx` of the persistent schedule. The (batch, head) pairs (head fastest: GQA neighbours
 // read the same K/V) are cut into sections of a.sec pairs; inside a section the longest causal
@@ -41,9 +59,9 @@ struct Tile {
 // order measured in run 061800); smaller sections keep the K/V that the resident CTAs read inside
 // the L2 (the default since v5; KSEEK_FA3_ORDER=flat gives one section; NOTES v4, v5).
 // Returns false when the tile starts past its sequence's last query row (varlen).
-template <int BN>
+template <int BN, bool PG>
 __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
-  const int hb_all = a.heads * a.batch;
+  const int hb_all = a.heads * seq_count<PG>(a);
   const int per = a.sec * a.m_blocks;           // tiles in a full section
   const int sec = idx / per;
   const int first = sec * a.sec;                // first pair of this section
@@ -53,13 +71,18 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   const int r = first + (r0 - (r0 / n) * n);
   ti.h = r % a.heads;
   ti.b = r / a.heads;
+  if constexpr (PG) {
+    if (a.ids) ti.b = __ldg(a.ids + 1 + ti.b);
+  }
   ti.hkv = ti.h / a.group;
   ti.m0 = m_block * kBM;
   // this sequence: query rows, key range (same rules as naive::naive_fwd_kernel)
   int sq = a.sq, cap = a.sk, q_row0 = 0, k_row0 = 0;
-  if (a.cu_q) {
+  if (a.cu_q) {  // packed queries (over packed keys, a dense cache or a paged one)
     q_row0 = a.cu_q[ti.b];
     sq = a.cu_q[ti.b + 1] - q_row0;
+  }
+  if (a.cu_k) {  // packed keys
     k_row0 = a.cu_k[ti.b];
     cap = a.cu_k[ti.b + 1] - k_row0;
   }

@@ -92,17 +92,21 @@ def test_kvcache_layouts(paged, batch_idx, leftpad, varlen_q, chunk):
             assert ("pad-varlen-q" in C.RECORD["steps"]) == (chunk == 0)
 
 
-@pytest.mark.parametrize("paged", [False, True])
-def test_kvcache_long_varlen_queries_take_the_packed_path(paged):
+@pytest.mark.parametrize("paged, ps", [(False, 0), (True, 4), (True, 16)])
+def test_kvcache_long_varlen_queries(paged, ps):
+    """Varlen queries too long for the decode path over a cache: one in-place call (the kernel splits the
+    batch between its decode and prefill paths) over a dense cache or pages of a multiple of 8 rows;
+    other page sizes are gathered into packed keys."""
     g = torch.Generator().manual_seed(9)
-    kc, vc, table = _cache(g, paged, 3, 48, 2, 64, 64)
+    kc, vc, table = _cache(g, paged, 3, 48, 2, 64, 64, ps=ps or 4)
     cu = torch.tensor([0, 40, 41, 47], dtype=torch.int32)      # 40 rows x G 2 = 80 > the decode path's 64
     q = rnd(g, 47, 4, 64)
     seqlens = torch.tensor([45, 3, 48], dtype=torch.int32)
     o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu,
                                        max_seqlen_q=40, causal=True, return_softmax_lse=True)
     close(o, lse, *R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu, causal=True)[:2])
-    assert "packed" in C.RECORD["steps"] and ("gather-pages" in C.RECORD["steps"]) == paged
+    gathered = paged and ps % 8 != 0
+    assert ("packed" in C.RECORD["steps"]) == gathered and ("gather-pages" in C.RECORD["steps"]) == gathered
 
 
 @pytest.mark.parametrize("paged, varlen_q, interleaved, rot", list(itertools.product([False, True], [False, True],
