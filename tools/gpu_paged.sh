@@ -7,13 +7,16 @@
 #       build (a cache hit), optest check-only (every ABI feature, paged ones included), the production
 #       grid against FA3 with graph timing (p06/p07: paged prefill), the serving grid
 #       (tools/serving_bench.py: mixed steps over paged caches) and its GPU tests (no host sync).
-#   GPU call B (carry .fa3tests .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_paged.sh b   (~500 s)
+#   GPU call B (carry .fa3tests .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_paged.sh b   (~200 s)
 #       the fa3api grid (tools/fa3api_grid.py), bench26 against FA3 (the dense paths did not regress),
 #       FlashAttention-3's own forward tests (seeded sample, tools/gpu_fa3api.sh's runner, what time is left).
-# Everything lands under $OUT; a short table is printed last.
+# Everything lands in $OUT/bundle.tgz; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/paged_out}; mkdir -p "$OUT"
+# The device tool brings back only a few files from $OUT: everything is written under $FULL and packed
+# into $OUT/bundle.tgz at the end (unpack with tar xzf); the call's log goes to stdout.
+RET=${OUT:-/tmp/paged_ret}; OUT=/tmp/paged_full; rm -rf "$OUT"; mkdir -p "$OUT" "$RET"
+trap 'tar czf "$RET/bundle.tgz" -C "$OUT" . 2>/dev/null' EXIT
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-$PWD/.kseek-cache} KSEEK_FLASHINFER_JIT=0
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown}
 source tools/site.sh

@@ -8,57 +8,24 @@
 
 namespace fa3 {
 
-// K and V of block n_block of tile ti from a paged cache into ring stage kv % 2: BN / prow boxes of
-// prow rows per 64-column chunk, each from its page (the same bytes as the dense path's one box per
-// chunk, so each stage's expected transaction count is unchanged). The page ids are read 8 at a time,
-// all 8 loads in flight together, the first 8 before the waits for the stage (their latency runs
-// under them): read one by one, between TMA issues, they made the producer the bottleneck at page
-// size 16 (NOTES v13). Rows past the sequence's last key read its last page: the mainloop masks those
-// keys and zeroes their V rows (vzero); the page-table row is never read past the sequence's pages.
-template <int D, int DV, int BN>
-__device__ __forceinline__ void load_kv_paged(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv,
-                                              const Args& a, const Tile& ti, int n_block, int kv) {
-  using L = Smem<D, DV, BN>;
-  constexpr int kG = 8;
-  const int stage = kv & 1;
-  const uint32_t ph = (kv >> 1) & 1;
-  const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
-  const uint32_t dk = base + L::kK + stage * L::kKBytes, dv = base + L::kV + stage * L::kVBytes;
+// One K (or V) block of a paged cache into the stage at `dst`: BN / prow boxes of prow rows per
+// 64-column chunk, each from its page (the same bytes as the dense path's one box per chunk, so the
+// stage's expected transaction count is unchanged). Rows past the sequence's last key read a page
+// that holds keys (the last one): the mainloop masks those keys and zeroes their V rows (vzero),
+// and the page-table row is never read past the sequence's pages.
+template <int DD, int BN>
+__device__ __forceinline__ void load_pages(uint32_t dst, const CUtensorMap* map, uint32_t bar, const Args& a,
+                                           const Tile& ti, int n_block, int swap) {
   const int32_t* row = a.pt + (int64_t)ti.b * a.pt_stride;
   const int last = (ti.k_coord + ti.sk - 1) / a.psz;  // the sequence's last page (the tile has keys: sk >= 1)
-  const int key0 = ti.k_coord + n_block * BN;          // logical key row of the block's first key
-  const int nb = BN / a.prow;
-  for (int g0 = 0; g0 < nb; g0 += kG) {
-    int page[kG];
+  for (int j = 0; j < BN; j += a.prow) {
+    const int key = ti.k_coord + n_block * BN + j;  // logical key row of this box's first key
+    const int pi = min(key / a.psz, last);
+    const int page = __ldg(row + pi);
+    const int slot = key - (key / a.psz) * a.psz;
 #pragma unroll
-    for (int u = 0; u < kG; ++u)
-      page[u] = g0 + u < nb ? __ldg(row + min((key0 + (g0 + u) * a.prow) / a.psz, last)) : 0;
-    if (g0 == 0) {
-      mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
-      mbar_arrive_expect_tx(kf, L::kKBytes);
-    }
-#pragma unroll
-    for (int u = 0; u < kG; ++u) {
-      if (g0 + u >= nb) break;
-      const int j = (g0 + u) * a.prow, key = key0 + j;
-      const int slot = key - (key / a.psz) * a.psz;
-#pragma unroll
-      for (int c = 0; c < pad64(D) / 64; ++c)
-        tma_tile(dk + c * BN * 128 + j * 128, tk, kf, 64 * c, slot, ti.hkv, page[u], a.k_swap);
-    }
-    if (g0 == 0) {
-      mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
-      mbar_arrive_expect_tx(vf, L::kVBytes);
-    }
-#pragma unroll
-    for (int u = 0; u < kG; ++u) {
-      if (g0 + u >= nb) break;
-      const int j = (g0 + u) * a.prow, key = key0 + j;
-      const int slot = key - (key / a.psz) * a.psz;
-#pragma unroll
-      for (int c = 0; c < pad64(DV) / 64; ++c)
-        tma_tile(dv + c * BN * 128 + j * 128, tv, vf, 64 * c, slot, ti.hkv, page[u], a.v_swap);
-    }
+    for (int c = 0; c < pad64(DD) / 64; ++c)
+      tma_tile(dst + c * BN * 128 + j * 128, map, bar, 64 * c, slot, ti.hkv, page, swap);
   }
 }
 
@@ -67,9 +34,6 @@ __device__ __forceinline__ void load_kv_paged(uint32_t base, const CUtensorMap* 
 template <int D, int DV, int BN, bool PG>
 __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv, const Args& a,
                                         const Tile& ti, int n_block, int kv) {
-  if constexpr (PG) {
-    if (a.pt) return load_kv_paged<D, DV, BN>(base, tk, tv, a, ti, n_block, kv);
-  }
   using L = Smem<D, DV, BN>;
   const uint32_t sK = base + L::kK, sV = base + L::kV;
   const int stage = kv & 1;
@@ -77,16 +41,24 @@ __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, co
   const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
   mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
   mbar_arrive_expect_tx(kf, L::kKBytes);
+  if (PG && a.pt) {
+    load_pages<D, BN>(sK + stage * L::kKBytes, tk, kf, a, ti, n_block, a.k_swap);
+  } else {
 #pragma unroll
-  for (int c = 0; c < pad64(D) / 64; ++c)
-    tma_tile(sK + stage * L::kKBytes + c * BN * 128, tk, kf, 64 * c, ti.k_coord + n_block * BN,
-             ti.hkv, k_batch(a, ti), a.k_swap);
+    for (int c = 0; c < pad64(D) / 64; ++c)
+      tma_tile(sK + stage * L::kKBytes + c * BN * 128, tk, kf, 64 * c, ti.k_coord + n_block * BN,
+               ti.hkv, k_batch(a, ti), a.k_swap);
+  }
   mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
   mbar_arrive_expect_tx(vf, L::kVBytes);
+  if (PG && a.pt) {
+    load_pages<DV, BN>(sV + stage * L::kVBytes, tv, vf, a, ti, n_block, a.v_swap);
+  } else {
 #pragma unroll
-  for (int c = 0; c < pad64(DV) / 64; ++c)
-    tma_tile(sV + stage * L::kVBytes + c * BN * 128, tv, vf, 64 * c, ti.k_coord + n_block * BN,
-             ti.hkv, k_batch(a, ti), a.v_swap);
+    for (int c = 0; c < pad64(DV) / 64; ++c)
+      tma_tile(sV + stage * L::kVBytes + c * BN * 128, tv, vf, 64 * c, ti.k_coord + n_block * BN,
+               ti.hkv, k_batch(a, ti), a.v_swap);
+  }
 }
 
 // Persistent: this CTA runs tiles blockIdx.x, blockIdx.x + gridDim.x, ... (static) or blockIdx.x
