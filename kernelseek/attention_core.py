@@ -102,20 +102,30 @@ def out_dtype(q):
 
 
 def _lib(kernel: str | os.PathLike | None = None):
-    """The loaded kernel library (built, checked and loaded on the first call per path; then cached)."""
+    """The loaded kernel library (built, checked and loaded on the first call per path; then cached).
+    KSEEK_ATTENTION_KERNEL names another kernel; KSEEK_ATTENTION_DEFINES="NAME=VALUE,..." builds a variant
+    (the -D flags of `kernelseek eval --define`, for A/B runs through this interface)."""
     path = str(kernel) if kernel else (os.environ.get("KSEEK_ATTENTION_KERNEL") or _DEFAULT_KEY)
-    lib = _LIBS.get(path)
+    spec = os.environ.get("KSEEK_ATTENTION_DEFINES", "").strip()
+    defines = {}
+    for item in filter(None, (x.strip() for x in spec.split(","))):
+        name, eq, value = item.partition("=")
+        if not eq:
+            raise ValueError(f"KSEEK_ATTENTION_DEFINES: {item!r} is not NAME=VALUE")
+        defines[name] = value
+    key = path + "".join(f" -D{k}={v}" for k, v in sorted(defines.items()))
+    lib = _LIBS.get(key)
     if lib is not None:
         return lib
     from . import build, constraints
-    res = build.build(path)
+    res = build.build(path, defines=defines or None)
     if not res.ok:
         raise RuntimeError(f"{path}: build failed:\n{res.log[-2000:]}")
     chk = constraints.check_binary(res.so_path)
     if not chk.ok:
         raise RuntimeError(f"{path}: refused by the constraint check: {'; '.join(chk.reasons)}")
-    _LIBS[path] = abi.load(res.so_path)
-    return _LIBS[path]
+    _LIBS[key] = abi.load(res.so_path)
+    return _LIBS[key]
 
 
 def _alloc(c: Core):

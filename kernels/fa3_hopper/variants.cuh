@@ -19,6 +19,10 @@
 //   -DKSEEK_FA3_SECTION_MB=16      the L2 budget of a section, MB (> 0; default 16)
 //   -DKSEEK_FA3_OSTORE=tma|direct  O leaves through shared memory and a TMA store where it fits
 //                                  (tma, default) or by direct global stores everywhere (direct)
+//   -DKSEEK_FA3_PAGEIDS=ldg|smem   paged prefill (PG kernels only): the producer reads each box's page
+//                                  id from global memory before its TMA (ldg, default: one at a time),
+//                                  or fetches a block's ids into shared memory first by cp.async, all in
+//                                  flight together, under the wait for the ring stage (smem; NOTES v13)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -43,6 +47,9 @@
 #endif
 #ifndef KSEEK_FA3_OSTORE
 #define KSEEK_FA3_OSTORE tma
+#endif
+#ifndef KSEEK_FA3_PAGEIDS
+#define KSEEK_FA3_PAGEIDS ldg
 #endif
 
 // A word-valued flag (SCHED, ORDER, OSTORE) selects the constant <prefix>_<word> below; any other
@@ -73,6 +80,9 @@ static_assert(kSectionMB > 0.0, "KSEEK_FA3_SECTION_MB must be positive");
 
 enum OStore { ostore_tma, ostore_direct };
 constexpr OStore kOStore = FA3_PASTE(ostore_, KSEEK_FA3_OSTORE);
+
+enum PageIds { pageids_ldg, pageids_smem };
+constexpr PageIds kPageIds = FA3_PASTE(pageids_, KSEEK_FA3_PAGEIDS);
 
 }  // namespace build
 }  // namespace fa3
