@@ -97,6 +97,21 @@ c)  # A/B of the paged prefill's page-id reads (NOTES v13c): default (ldg) again
   grep -E "^ *(row|p0|d1|[0-9])" "$OUT/production_smem.txt" | tail -18
   for cfg in ldg smem; do echo "-- serving $cfg"; cat "$OUT/serving_$cfg/serving.txt" 2>/dev/null | tail -10; done
   ;;
+d)  # Nsight Compute on p05 (contiguous) and p06 (page 16): what limits the paged prefill (NOTES v13c),
+    # then FlashAttention-3's forward tests on this kernel (carry .fa3tests too)
+  for page in 0 16; do
+    log "ncu page=$page"
+    timeout 60 python3 -m kernelseek profile --out "$OUT/prof_p$page" --kernel fwd_kernel --launch-skip 2 \
+      --launch-count 1 -- python3 tools/one_paged_call.py $page 3 > "$OUT/prof_p$page.txt" 2>&1
+    echo "rc=$?"; tail -40 "$OUT/prof_p$page.txt"
+    tar czf "$RET/bundle.tgz" -C "$OUT" . 2>/dev/null   # what is done so far, should the call be cut
+  done
+  left=$(( ${D_BUDGET_S:-170} - ($(date +%s) - T0) ))
+  log "FA3 forward tests ($left s left)"
+  [ "$left" -gt 60 ] && OUT="$OUT/fa3tests" BUDGET_S=$left FA3_DEADLINE_S=$(( left - 10 )) SKIP_GRID=1 \
+    bash tools/gpu_fa3api.sh > "$OUT/fa3tests_call.log" 2>&1
+  tail -14 "$OUT/fa3tests_call.log"
+  ;;
 esac
 # only the run directories' tables come back (a whole run directory holds too many files for $OUT)
 for d in /tmp/paged_runs/*/; do
