@@ -9,7 +9,8 @@ single score or weight (so the fast paths run them):
   aligned inside the segment exactly as in the whole sequence (the segment's last query is the
   chunk's last key position). Queries at p < 0 form a segment with no keys (O = 0, lse = -inf).
   Windows and causal carry over unchanged (they are relative to the diagonal). Descales are
-  expanded per segment.
+  expanded per segment. Over a paged cache the kernel reads in place, with C a multiple of the page
+  size, each segment gets its own slice of the page table instead (`_paged_chunks`: no key copied).
 * seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
   varlen, and scattered back; unused rows get O = 0, lse = -inf.
 * 16-bit prefill shapes over a paged cache (pages of a multiple of 8 rows, no leftpad), and varlen
@@ -271,6 +272,8 @@ def _packed(p: Problem):
         core.step("compact-seqused-q")
         q, cu_q, dest, keep = _compact(q, cu_q, p.seqused_q)
         unpack = (dest, keep)
+    if p.chunk > 0 and p.kv == "paged" and p.chunk % p.k.shape[1] == 0 and _cache_in_place(p):
+        return _unpack(p, core.run(_paged_chunks(p, q, cu_q)), unpack)
     k, v, cu_k, used = _packed_kv(p)
     c = core.Core(q=q, k=k, v=v, batch=p.batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
                   window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
@@ -289,7 +292,35 @@ def _packed(p: Problem):
         c = replace(c, cu_seqlens_q=cu_qs, cu_seqlens_k=cu_ks, seqused_k=used, leftpad_k=None, descales=ds,
                     batch=int(seg_b.numel()), max_k=min(p.max_k, p.chunk),
                     max_q=min(p.max_q, max(p.chunk, null_rows)))
-    o, lse = core.run(c)
+    return _unpack(p, core.run(c), unpack)
+
+
+def _paged_chunks(p: Problem, q, cu_q) -> core.Core:
+    """attention_chunk over a paged cache the kernel reads in place, chunks a multiple of the page size:
+    the same segments as `_segments`, each with its own page-table row (the slice of its sequence's
+    row that starts at the chunk's first page), so no key is copied; only page ids are gathered
+    ([segments, C / page_size] int32)."""
+    core.step("chunk-segments-paged")
+    table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
+    ps, width = p.k.shape[1], table.shape[1]
+    dev = q.device
+    end = _i32(p.seqused_k).long() if p.seqused_k is not None else torch.full((p.batch,), width * ps, device=dev,
+                                                                                 dtype=torch.long)
+    zero = torch.zeros(p.batch, device=dev, dtype=torch.long)
+    cu_qs, k_first, used, seg_b = _segments(cu_q, zero, end, zero, p.chunk, p.max_k, 0)
+    span = min(math.ceil(p.chunk / ps), width)                              # pages a segment can reach
+    first = (k_first[:-1].long() // ps)[:, None]                            # its first page in the row
+    cols = (first + torch.arange(span, device=dev)[None, :]).clamp(max=width - 1)
+    seg_table = table[seg_b[:, None], cols].to(torch.int32)                 # [segments, span]
+    return core.Core(q=q, k=p.k, v=p.v, batch=int(seg_b.numel()), max_q=p.max_q,
+                     max_k=span * ps, scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap,
+                     cu_seqlens_q=cu_qs, seqused_k=used, page_table=seg_table, sinks=p.sinks,
+                     num_splits=p.num_splits)
+
+
+def _unpack(p: Problem, out, unpack):
+    """(o, lse) of a packed call back in p's layout (seqused_q rows scattered back, dense q reshaped)."""
+    o, lse = out
     if unpack is not None:
         dest, keep = unpack
         o = torch.where(keep[:, None, None], o[dest], torch.zeros((), dtype=o.dtype, device=o.device))

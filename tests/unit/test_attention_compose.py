@@ -248,3 +248,30 @@ def test_calls_with_no_query_rows_or_no_keys_launch_nothing():
     o, lse = A.flash_attn_varlen_func(q.flatten(0, 1), k[0], v[0], torch.tensor([0, 3, 6], dtype=torch.int32),
                                       cu_k, 3, 9, return_attn_probs=True)
     assert C.RECORD["paths"] == ["reference"] and (o[:3] == 0).all() and torch.isinf(lse[:, :3]).all()
+
+
+@pytest.mark.parametrize("varlen_q, batch_idx, chunk", list(itertools.product([False, True], [False, True], [8, 16])))
+def test_chunk_over_pages_reads_the_cache_in_place(varlen_q, batch_idx, chunk):
+    """attention_chunk over a paged cache whose pages (8 rows) divide the chunk: one segment per (sequence,
+    chunk) with its own slice of the page table, no key gathered; the result is the reference's."""
+    g = torch.Generator().manual_seed(31 + chunk + 2 * varlen_q + 4 * batch_idx)
+    b, cap, hq, hkv, d = 3, 48, 4, 2, 64
+    bc = 4 if batch_idx else b
+    kc, vc, table = _cache(g, True, bc, cap, hkv, d, d, ps=8)
+    idx = torch.tensor([3, 0, 2], dtype=torch.int32) if batch_idx else None
+    seqlens = torch.tensor([48, 21, 7], dtype=torch.int32)
+    if varlen_q:
+        cu = torch.tensor([0, 20, 21, 26], dtype=torch.int32)   # 20 rows x G 2 > the decode path's 64? no: 40
+        q, kw = rnd(g, 26, hq, d), dict(cu_seqlens_q=cu, max_seqlen_q=20)
+    else:
+        q, kw = rnd(g, b, 5, hq, d), {}
+    for causal, win in ((False, (-1, -1)), (True, (-1, -1)), (True, (5, 0))):
+        o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
+                                           causal=causal, window_size=win, attention_chunk=chunk,
+                                           return_softmax_lse=True, **kw)
+        ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
+                                     causal=causal, window_size=win, attention_chunk=chunk,
+                                     cu_seqlens_q=kw.get("cu_seqlens_q"))
+        close(o, lse, ro, rl)
+        steps = C.RECORD["steps"]
+        assert "chunk-segments-paged" in steps and "gather-pages" not in steps, steps
