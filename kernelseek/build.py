@@ -32,7 +32,6 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import host_gate
 from .kernel_source import (KSEEK_H, KernelError, check_defines, closure, define_flags, entry_file,
                             kernel_hash, local_headers)
 
@@ -42,13 +41,6 @@ __all__ = ["build", "BuildResult", "NvccNotFound", "REPO_KERNELS", "entry_file",
 REPO_KERNELS = KSEEK_H.parent   # the repository's kernels/ (holds kseek.h); never on nvcc's include path
 BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 900
-# Host-code layouts tried in turn while the library's executable bytes hold a system-call sequence
-# (host_gate refuses those at ANY offset, so a rip-relative displacement or an immediate that happens
-# to contain 0f 05, 0f 34 or cd 80 refuses honest code: in session 10, two builds of fa3_hopper in a
-# row). Aligning functions differently moves the code and changes every such displacement; the
-# library that is kept is still checked byte for byte, so this loosens nothing.
-HOST_LAYOUTS = ((), ("-Xcompiler", "-falign-functions=32"), ("-Xcompiler", "-falign-functions=64"),
-                ("-Xcompiler", "-falign-functions=128"))
 
 
 class NvccNotFound(RuntimeError):
@@ -238,17 +230,10 @@ def _compile(nvcc: str, entry: Path, flags: list[str], dest: Path, meta: dict, t
     try:
         with tempfile.TemporaryDirectory(prefix="kseek-include-") as inc:
             shutil.copyfile(KSEEK_H, Path(inc) / KSEEK_H.name)
-            for n, layout in enumerate(HOST_LAYOUTS):
-                cmd = [nvcc, *flags, *layout, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
-                       "-o", str(tmp / so_name)]
-                rc, log = _nvcc(cmd, inc, tmp, timeout_s, jail)
-                sites = host_gate.syscall_sites(tmp / so_name) if rc == 0 else []
-                if not sites or n == len(HOST_LAYOUTS) - 1:
-                    break
-                meta.setdefault("host_relayouts", []).append(
-                    f"{' '.join(layout) or 'default layout'}: system-call bytes at "
-                    f"{', '.join(f'{a:#x}' for a, _, _ in sites[:4])}; rebuilt")
-        log = " ".join(cmd) + "\n" + "".join(f"host layout: {x}\n" for x in meta.get("host_relayouts", [])) + log
+            cmd = [nvcc, *flags, f"-I{entry.resolve().parent}", f"-I{inc}", str(entry.resolve()),
+                   "-o", str(tmp / so_name)]
+            rc, log = _nvcc(cmd, inc, tmp, timeout_s, jail)
+        log = " ".join(cmd) + "\n" + log
         if rc != 0 or not (tmp / so_name).is_file():
             return False, None, log, parse_ptxas(log)
         ptxas = parse_ptxas(log)

@@ -16,10 +16,13 @@ finding, naming it) unless:
     memory mapping (mmap, mprotect), signals, prctl, ptrace, syscall, getenv;
   - its dependencies (DT_NEEDED) are those libraries only, with no RPATH/RUNPATH (a library of the
     same name from another folder) and no text relocations (the loader writing into code);
-  - no executable section holds the bytes of a system-call instruction (0f 05 syscall, 0f 34
-    sysenter, cd 80 int 0x80) at any offset, an instruction boundary or not (a jump into the
-    middle of another instruction would otherwise hide one), and no segment is writable and
-    executable at once (code written at run time), nor the stack executable;
+  - objdump's disassembly of its executable sections holds no system-call instruction (syscall,
+    sysenter, int 0x80; without objdump: not even their bytes, 0f 05, 0f 34, cd 80, at any offset).
+    The same bytes inside another instruction (honest code holds them by chance, in a displacement
+    or an immediate) pass here: a jump into the middle of that instruction would execute them, so the
+    worker kills any system call made from the candidate's pages (syscall_filter.py), and refuses a
+    library holding such bytes where it cannot install that filter;
+  - no segment is writable and executable at once (code written at run time), nor the stack executable;
   - its load-time code is nvcc's: .init_array holds exactly frame_dummy and nvcc's
     __sti____cudaRegisterAll, .fini_array __do_global_dtors_aux, DT_INIT/DT_FINI _init/_fini, and
     there is no .preinit_array, .ctors or .dtors (a constructor or a global object's initializer is
@@ -33,7 +36,9 @@ protocol and the parent's wall-clock check (protocol.py, corroborate.py) bound w
 from __future__ import annotations
 
 import re
+import shutil
 import struct
+import subprocess
 from pathlib import Path
 
 from elftools.common.exceptions import ELFError
@@ -122,7 +127,7 @@ def check(so_path: str | Path) -> list[str]:
     try:
         with path.open("rb") as f:
             elf = ELFFile(f)
-            return (_imports(elf) + _dynamic(elf) + _syscalls(elf) + _segments(elf)
+            return (_imports(elf) + _dynamic(elf) + _syscalls(elf, path) + _segments(elf)
                     + _load_time_code(elf))
     except (OSError, ELFError, ValueError, KeyError, struct.error) as e:
         return [f"host-code gate: {path.name}: not a readable ELF library ({type(e).__name__}: {e})"]
@@ -197,10 +202,47 @@ def syscall_sites(path: str | Path) -> list[tuple[int, str, str]]:
         return []
 
 
-def _syscalls(elf: ELFFile) -> list[str]:
-    out = [f"host-code gate: the bytes of a `{insn}` instruction at {at:#x} in {name}: raw system calls "
-           "bypass every import check" for at, insn, name in _syscall_sites(elf)]
-    return _capped(out, "system-call byte sequences")
+_DECODED = re.compile(r"^\s*([0-9a-f]+):\s+(syscall|sysenter|int\s+\$0x80)\b")
+
+
+def decoded_syscalls(path: str | Path) -> list[tuple[int, str, str]] | None:
+    """(address, instruction, section) of every system-call INSTRUCTION objdump's disassembly of the
+    executable sections finds; None when objdump is missing or fails."""
+    tool = shutil.which("objdump")
+    if tool is None:
+        return None
+    try:
+        r = subprocess.run([tool, "-d", "-w", "--no-show-raw-insn", str(path)], capture_output=True, text=True,
+                           timeout=120)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    if r.returncode != 0:
+        return None
+    out, sec = [], "?"
+    for line in r.stdout.splitlines():
+        if line.startswith("Disassembly of section "):
+            sec = line[len("Disassembly of section "):].rstrip(":")
+        elif (m := _DECODED.match(line)):
+            out.append((int(m.group(1), 16), "int 0x80" if m.group(2).startswith("int") else m.group(2), sec))
+    return out
+
+
+def _syscalls(elf: ELFFile, path: Path) -> list[str]:
+    """System-call instructions, found by disassembly. Their bytes inside other instructions (a
+    displacement or an immediate: honest code holds some by chance) are not refused here: the worker
+    kills any system call made from the candidate's pages (syscall_filter.py), and refuses a library
+    holding such bytes where it cannot install that filter. Without objdump, every byte sequence refuses."""
+    sites = _syscall_sites(elf)
+    if not sites:
+        return []
+    decoded = decoded_syscalls(path)
+    if decoded is None:
+        out = [f"host-code gate: the bytes of a `{insn}` instruction at {at:#x} in {name} (objdump not found: "
+               "bytes at any offset refuse): raw system calls bypass every import check" for at, insn, name in sites]
+    else:
+        out = [f"host-code gate: a `{insn}` instruction at {at:#x} in {name}: raw system calls bypass every "
+               "import check" for at, insn, name in decoded]
+    return _capped(out, "system-call instructions")
 
 
 def _segments(elf: ELFFile) -> list[str]:

@@ -216,6 +216,23 @@ def _burst(req: dict) -> dict:
     return {"status": "passed", "calls": n * per}
 
 
+def _forbid_syscalls(kernel_so: str, out: dict) -> bool:
+    """From here on a system call made from the candidate's own pages kills this worker (syscall_filter);
+    where that filter cannot be installed, a library holding system-call bytes anywhere is refused."""
+    from . import host_gate, syscall_filter
+    try:
+        out["syscall_filter"] = syscall_filter.forbid(kernel_so)
+        return True
+    except OSError as e:
+        out["syscall_filter"] = f"unavailable: {e}"
+        sites = host_gate.syscall_sites(kernel_so)
+        if sites:
+            at, insn, sec = sites[0]
+            out.update(status="refused", reason=f"host-code gate: the bytes of a `{insn}` instruction at {at:#x} in "
+                       f"{sec}, and no run-time filter to stop a jump to them ({e})")
+        return not sites
+
+
 def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
     """The candidate's checked call: poisoned outputs, one launch, the check. Returns the library.
     Loading and the call run in the run-time check's window (only the candidate's own code)."""
@@ -224,6 +241,8 @@ def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
     from .check import check_output
     from .inputs import alloc_outputs
     lib = guard.load(abi, kernel_so)
+    if not _forbid_syscalls(kernel_so, out):
+        return None
     o, lse = alloc_outputs(job.s, job.inp)
     try:
         with guard.window():

@@ -13,6 +13,9 @@
 #   GPU call C (carry .whl .kseek-cache .fa3; both builds prebuilt here):  bash tools/gpu_paged.sh c   (~250 s)
 #       A/B of KSEEK_FA3_PAGEIDS=smem against the default on p05-p07 (A B B A), then the variant's
 #       optest, production (graph) and serving runs, and serving with the default beside it.
+#   GPU (any variant, carry .whl .kseek-cache .fa3, both builds prebuilt here):
+#       DEF=NAME=VALUE GRID=production SCEN=11-17 bash tools/gpu_paged.sh ab    (~4 x 30-60 s)
+#   GPU (carry .fa3tests too):  bash tools/gpu_paged.sh d    ncu on p05/p06, then FA3's forward tests
 # Everything lands in $OUT/bundle.tgz; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -96,6 +99,19 @@ c)  # A/B of the paged prefill's page-id reads (NOTES v13c): default (ldg) again
   log "tables"
   grep -E "^ *(row|p0|d1|[0-9])" "$OUT/production_smem.txt" | tail -18
   for cfg in ldg smem; do echo "-- serving $cfg"; cat "$OUT/serving_$cfg/serving.txt" 2>/dev/null | tail -10; done
+  ;;
+ab)  # any build variant against the default, A B B A on one machine: DEF=NAME=VALUE GRID=grid SCEN=rows
+    # (e.g. DEF=KSEEK_FA3_DECODE_SPLITS=ragged GRID=production SCEN=11-17: the ragged-decode split bound)
+  : "${DEF:?DEF=NAME=VALUE}" "${SCEN:?SCEN=rows}"
+  ks build kernels/fa3_hopper --define "$DEF" > "$OUT/build_variant.txt" 2>&1; tail -2 "$OUT/build_variant.txt"
+  n=0
+  for cfg in off on on off; do
+    n=$((n + 1)); def=(); [ $cfg = on ] && def=(--define "$DEF")
+    log "${GRID:-production} rows $SCEN, $DEF $cfg ($n)"
+    timeout 110 python3 -m kernelseek eval kernels/fa3_hopper --grid "${GRID:-production}" --scenarios "$SCEN" \
+      --baseline "${BASE:-fa3}" --graph "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/ab_${n}_$cfg.txt" 2>&1
+    grep -E "correct|^ +[0-9]+ " "$OUT/ab_${n}_$cfg.txt" | tail -12
+  done
   ;;
 d)  # Nsight Compute on p05 (contiguous) and p06 (page 16): what limits the paged prefill (NOTES v13c),
     # then FlashAttention-3's forward tests on this kernel (carry .fa3tests too)

@@ -10,6 +10,7 @@
 #include <type_traits>
 
 #include "hopper_primitives.cuh"
+#include "variants.cuh"
 
 namespace dec {
 
@@ -672,6 +673,16 @@ inline int choose_splits(const kseek_params* p) {
     if (s == 1 || t < best_t * 0.999) {
       best = (int)s;
       best_t = t;
+    }
+  }
+  // KSEEK_FA3_DECODE_SPLITS=ragged: seqused_k lives on the device, so the model above assumes every
+  // sequence holds `keys`; with ragged lengths one long sequence then rests on its few CTAs (d17). At
+  // least enough splits that a CTA covers <= kSplitKeys of the longest; a split past a shorter
+  // sequence's keys finds none and writes LSE -inf, which the combine skips.
+  if constexpr (fa3::build::kDecodeSplits == fa3::build::decsplits_ragged) {
+    if (p->seqused_k) {
+      const int64_t need = (keys + fa3::build::kSplitKeys - 1) / fa3::build::kSplitKeys;
+      if (need > best) best = (int)std::min<int64_t>(need, kMaxSplits);
     }
   }
   return best;

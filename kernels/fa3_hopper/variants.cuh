@@ -19,6 +19,13 @@
 //   -DKSEEK_FA3_SECTION_MB=16      the L2 budget of a section, MB (> 0; default 16)
 //   -DKSEEK_FA3_OSTORE=tma|direct  O leaves through shared memory and a TMA store where it fits
 //                                  (tma, default) or by direct global stores everywhere (direct)
+//   -DKSEEK_FA3_DECODE_SPLITS=model|ragged
+//                                  split-KV decode with seqused_k: the cost model's split count (model,
+//                                  default: it assumes every sequence holds seqlen_k keys), or at least
+//                                  enough splits that a CTA covers <= KSEEK_FA3_SPLIT_KEYS keys of the
+//                                  longest sequence (ragged: one long sequence no longer rests on a few
+//                                  CTAs; NOTES session 8, d17; never run on a GPU yet)
+//   -DKSEEK_FA3_SPLIT_KEYS=1024    the keys per CTA bound of `ragged` (> 0)
 //   -DKSEEK_FA3_PAGEIDS=ldg|smem   paged prefill (PG kernels only): the producer reads each box's page
 //                                  id from global memory before its TMA (ldg, default: one at a time),
 //                                  or fetches a block's ids into shared memory first by cp.async, all in
@@ -50,6 +57,12 @@
 #endif
 #ifndef KSEEK_FA3_PAGEIDS
 #define KSEEK_FA3_PAGEIDS ldg
+#endif
+#ifndef KSEEK_FA3_DECODE_SPLITS
+#define KSEEK_FA3_DECODE_SPLITS model
+#endif
+#ifndef KSEEK_FA3_SPLIT_KEYS
+#define KSEEK_FA3_SPLIT_KEYS 1024
 #endif
 
 // A word-valued flag (SCHED, ORDER, OSTORE) selects the constant <prefix>_<word> below; any other
@@ -83,6 +96,11 @@ constexpr OStore kOStore = FA3_PASTE(ostore_, KSEEK_FA3_OSTORE);
 
 enum PageIds { pageids_ldg, pageids_smem };
 constexpr PageIds kPageIds = FA3_PASTE(pageids_, KSEEK_FA3_PAGEIDS);
+
+enum DecodeSplits { decsplits_model, decsplits_ragged };
+constexpr DecodeSplits kDecodeSplits = FA3_PASTE(decsplits_, KSEEK_FA3_DECODE_SPLITS);
+constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
+static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
 
 }  // namespace build
 }  // namespace fa3

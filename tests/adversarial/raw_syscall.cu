@@ -2,8 +2,9 @@
 // `syscall` instruction (write(2, ...) here; the same instruction reaches any descriptor, mmap or
 // ptrace), so no import check can see it.
 // EXPECT: status=refused, reason contains "`syscall` instruction"
-// CLOSED: the host-code gate scans every executable section for the bytes of syscall, sysenter and
-// int 0x80, at any offset.
+// CLOSED: the host-code gate disassembles every executable section and refuses a syscall, sysenter or
+// int 0x80 instruction; the same bytes hidden inside another instruction and reached by a jump kill the
+// worker (its seccomp filter on the candidate's pages, kernelseek/syscall_filter.py).
 #include "honest_core.cuh"
 
 namespace {

@@ -87,9 +87,16 @@ def test_each_attack_is_refused_naming_what_it_uses(built, name):
     assert not check_binary(built[name]).ok                 # and so the build step refuses it
 
 
-def test_a_syscall_hidden_inside_another_instruction_is_found(built):
-    reasons = H.check(built["hidden_syscall"])
-    assert len(reasons) == 1 and "`syscall` instruction" in reasons[0] and ".text" in reasons[0]
+def test_syscall_bytes_inside_another_instruction_pass_the_gate_but_are_found(built, tmp_path, monkeypatch):
+    """0f 05 as a mov immediate: no syscall instruction in the disassembly, so the gate passes it (the
+    worker's seccomp filter stops a jump into it: test_syscall_filter.py); syscall_sites, which the worker
+    uses where it cannot install that filter, finds the bytes. Without objdump the gate refuses them."""
+    so = built["hidden_syscall"]
+    assert H.check(so) == [] and H.decoded_syscalls(so) == []
+    assert [(insn, sec) for _, insn, sec in H.syscall_sites(so)] == [("syscall", ".text")]
+    monkeypatch.setenv("PATH", str(tmp_path))                  # a PATH without objdump
+    reasons = H.check(so)
+    assert len(reasons) == 1 and "`syscall` instruction" in reasons[0] and "objdump not found" in reasons[0]
 
 
 def test_writable_executable_code_and_thread_starts_are_refused(built):
