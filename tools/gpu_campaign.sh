@@ -17,6 +17,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.." || exit 1
 MODE=${1:-run}
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 STAMP=$(date -u +%Y%m%d-%H%M%S)
 ID=${ID:-h200-e2e-scripted-$STAMP}
 BASELINE=${BASELINE:-cudnn}          # one baseline keeps each evaluation short; `best` times three

@@ -35,6 +35,7 @@ fi
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-$PWD/.kseek-cache}
 source tools/site.sh
 OUT=${OUT:-/tmp/fa3api_out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 python3 -c "import kernelseek.attention_core as c; c._lib(); print('kernel ready')" 2>&1 | tail -1

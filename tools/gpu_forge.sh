@@ -14,6 +14,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 source tools/site.sh
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown}
 T0=$(date +%s)

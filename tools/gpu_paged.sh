@@ -19,10 +19,8 @@
 # Everything lands in $OUT/bundle.tgz; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-# The device tool brings back only a few files from $OUT: everything is written under $FULL and packed
-# into $OUT/bundle.tgz at the end (unpack with tar xzf); the call's log goes to stdout.
-RET=${OUT:-/tmp/paged_ret}; OUT=/tmp/paged_full; rm -rf "$OUT"; mkdir -p "$OUT" "$RET"
-trap 'tar czf "$RET/bundle.tgz" -C "$OUT" . 2>/dev/null' EXIT
+OUT=${OUT:-/tmp/paged_out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-$PWD/.kseek-cache} KSEEK_FLASHINFER_JIT=0
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown}
 source tools/site.sh
@@ -120,7 +118,7 @@ d)  # Nsight Compute on p05 (contiguous) and p06 (page 16): what limits the page
     timeout 60 python3 -m kernelseek profile --out "$OUT/prof_p$page" --kernel fwd_kernel --launch-skip 2 \
       --launch-count 1 -- python3 tools/one_paged_call.py $page 3 > "$OUT/prof_p$page.txt" 2>&1
     echo "rc=$?"; tail -40 "$OUT/prof_p$page.txt"
-    tar czf "$RET/bundle.tgz" -C "$OUT" . 2>/dev/null   # what is done so far, should the call be cut
+    tar czf "$BUNDLE_RET/bundle.tgz" -C "$OUT" . 2>/dev/null   # what is done so far, should the call be cut
   done
   left=$(( ${D_BUDGET_S:-170} - ($(date +%s) - T0) ))
   log "FA3 forward tests ($left s left)"

@@ -34,6 +34,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 source tools/site.sh      # pyelftools, FA3 (if .fa3 carried), FA4/FlashInfer (if staged), PYTHONPATH
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 K=${KERNEL:-kernels/fa3_hopper}
 R=${PEERS_RUNS:-/root/peers-runs}   # outside the checkout: survives between calls on a warm machine
 ks() { python3 -m kernelseek "$@"; }

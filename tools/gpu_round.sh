@@ -38,6 +38,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 source tools/site.sh  # pyelftools from .whl/ (the profile phase imports the build), FA4 if staged
 A="-gencode=arch=compute_90a,code=sm_90a -O2"   # the probes' build (they include the kernel folder)
 PB=${PB:-/tmp/probes}; mkdir -p "$PB"             # where probe executables go

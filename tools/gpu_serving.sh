@@ -33,6 +33,7 @@ export KSEEK_CACHE_DIR=${KSEEK_CACHE_DIR:-$PWD/.kseek-cache} KSEEK_FLASHINFER_JI
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown}
 source tools/site.sh
 OUT=${OUT:-/tmp/serving_out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 T0=$(date +%s)
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"

@@ -17,6 +17,7 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 OUT=${OUT:-/tmp/out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 source tools/site.sh   # pyelftools from .whl/, PYTHONPATH=., KSEEK_CACHE_DIR
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown}
 T0=$(date +%s)
