@@ -9,6 +9,9 @@ thread of the process that kills the process when a system call's instruction po
 library's executable mappings. Calls into libc and the CUDA libraries are unaffected (their system
 calls come from their own pages); a candidate that makes one itself dies with SIGSYS, which the parent
 records as a crashed row. Linux x86-64 only; `forbid(path)` says why when it cannot install the filter.
+A process the worker starts afterwards (nvidia-smi for a meta request) inherits the filter; its own
+code lands elsewhere (ASLR), so only a chance overlap with those few pages could stop it, and the
+worker already treats such a helper's failure as "unavailable".
 """
 from __future__ import annotations
 
