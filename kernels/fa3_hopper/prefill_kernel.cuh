@@ -126,7 +126,8 @@ __global__ void __launch_bounds__(kThreads, 1)
   const int wg = threadIdx.x >> 7;
   if (wg == 0) {
     setmaxnreg_dec<kProducerRegs>();
-    if (threadIdx.x == 0) producer<D, DV, BN, DYN, PG>(base, &tq, &tk, &tv, a);
+    // thread 0 produces; the PG kernels of KSEEK_FA3_PAGEIDS=warp use the whole warp 0
+    if (warp_producer<PG>() ? threadIdx.x < 32 : threadIdx.x == 0) producer<D, DV, BN, DYN, PG>(base, &tq, &tk, &tv, a);
   } else {
     setmaxnreg_inc<kConsumerRegs>();
     consumer<T, D, DV, BN, VAR, DYN, PG>(base, &to, a, wg - 1);

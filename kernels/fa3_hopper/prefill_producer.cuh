@@ -72,6 +72,52 @@ __device__ __forceinline__ void load_kv_paged_smem(uint32_t base, const CUtensor
   }
 }
 
+// KSEEK_FA3_PAGEIDS=warp: the 32 lanes of the producer warp run this together; lane j < BN / prow
+// reads box j's page id (all in flight at once, before the stage waits) and issues that box's TMA,
+// so no thread issues more than one box per chunk. Lane 0 alone arms the stage's barrier, before
+// any lane's copy can complete on it (__syncwarp).
+template <int D, int DV, int BN>
+__device__ __forceinline__ void load_kv_paged_warp(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv,
+                                                   const Args& a, const Tile& ti, int n_block, int kv) {
+  using L = Smem<D, DV, BN>;
+  const int lane = threadIdx.x & 31;
+  const int stage = kv & 1;
+  const uint32_t ph = (kv >> 1) & 1;
+  const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
+  const uint32_t dk = base + L::kK + stage * L::kKBytes, dv = base + L::kV + stage * L::kVBytes;
+  const bool mine = lane < BN / a.prow;
+  const int j = lane * a.prow;                         // this lane's box: rows j .. j + prow - 1
+  const int key = ti.k_coord + n_block * BN + j;      // its first key's logical row
+  int page = 0;
+  if (mine) {
+    const int last = (ti.k_coord + ti.sk - 1) / a.psz;  // the sequence's last page (the tile has keys)
+    page = __ldg(a.pt + (int64_t)ti.b * a.pt_stride + min(key / a.psz, last));
+  }
+  const int slot = key - (key / a.psz) * a.psz;
+  mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
+  if (lane == 0) mbar_arrive_expect_tx(kf, L::kKBytes);
+  __syncwarp();
+  if (mine) {
+#pragma unroll
+    for (int c = 0; c < pad64(D) / 64; ++c)
+      tma_tile(dk + c * BN * 128 + j * 128, tk, kf, 64 * c, slot, ti.hkv, page, a.k_swap);
+  }
+  mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
+  if (lane == 0) mbar_arrive_expect_tx(vf, L::kVBytes);
+  __syncwarp();
+  if (mine) {
+#pragma unroll
+    for (int c = 0; c < pad64(DV) / 64; ++c)
+      tma_tile(dv + c * BN * 128 + j * 128, tv, vf, 64 * c, slot, ti.hkv, page, a.v_swap);
+  }
+}
+
+// Does the whole producer warp run the producer (KSEEK_FA3_PAGEIDS=warp, PG kernels), or thread 0?
+template <bool PG>
+__device__ __forceinline__ constexpr bool warp_producer() {
+  return PG && build::kPageIds == build::pageids_warp;
+}
+
 // K and V of K/V block n_block of tile ti into ring stage kv % 2 (phase (kv / 2) % 2), each once the
 // consumers have freed that stage.
 template <int D, int DV, int BN, bool PG>
@@ -81,11 +127,17 @@ __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, co
   if constexpr (PG && build::kPageIds == build::pageids_smem) {
     if (a.pt) return load_kv_paged_smem<D, DV, BN>(base, tk, tv, a, ti, n_block, kv);
   }
+  constexpr bool kWarp = warp_producer<PG>();
+  if constexpr (kWarp) {
+    if (a.pt) return load_kv_paged_warp<D, DV, BN>(base, tk, tv, a, ti, n_block, kv);
+  }
+  const bool lead = !kWarp || (threadIdx.x & 31) == 0;  // the one thread that issues (warp mode: lane 0)
   const uint32_t sK = base + L::kK, sV = base + L::kV;
   const int stage = kv & 1;
   const uint32_t ph = (kv >> 1) & 1;
   const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
   mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
+  if (!lead) return mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);   // warp mode, dense K/V: lane 0 alone
   mbar_arrive_expect_tx(kf, L::kKBytes);
   if (PG && a.pt) {
     load_pages<D, BN>(sK + stage * L::kKBytes, tk, kf, a, ti, n_block, a.k_swap);
@@ -115,10 +167,24 @@ template <int D, int DV, int BN, bool DYN, bool PG>
 __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, const CUtensorMap* tk,
                                          const CUtensorMap* tv, const Args& a) {
   using L = Smem<D, DV, BN>;
+  constexpr bool kWarp = warp_producer<PG>();  // all 32 lanes run this loop; lane 0 alone arms and issues
+  const bool lead = !kWarp || (threadIdx.x & 31) == 0;
   const uint32_t sQ = base + L::kQ;
-  prefetch_tmap(tq);
-  prefetch_tmap(tk);
-  prefetch_tmap(tv);
+  if (lead) {
+    prefetch_tmap(tq);
+    prefetch_tmap(tk);
+    prefetch_tmap(tv);
+  }
+  // the next tile from the counter: lane 0 draws it, every lane gets it
+  auto draw = [&]() {
+    if constexpr (kWarp) {
+      int v = 0;
+      if (lead) v = next_tile(a);
+      return __shfl_sync(0xffffffffu, v, 0);
+    } else {
+      return next_tile(a);
+    }
+  };
   // (declared qi before kv: the other order gives the same program with other register names in
   // the SASS -- ptxas follows the order of the PTX's virtual registers; README.md)
   int qi = 0, kv = 0;
@@ -128,17 +194,17 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
     if constexpr (DYN) {
       const bool more = idx < ntiles;
       if (more && !tile_at<BN, PG>(a, idx, ti)) {  // varlen: starts past its sequence's end
-        idx = next_tile(a);
+        idx = draw();
         continue;
       }
       // the consumers are done with this buffer's previous Q (and index)
       mbar_wait(bar_qe<L>(base, qbuf<L>(qi)), qphase<L>(qi) ^ 1);
-      st_shared_s32(tile_slot<L>(base, qbuf<L>(qi)), more ? idx : -1);
+      if (lead) st_shared_s32(tile_slot<L>(base, qbuf<L>(qi)), more ? idx : -1);
       if (!more || ti.n_cnt == 0) {
-        mbar_arrive(bar_q<L>(base, qbuf<L>(qi)));  // no Q to load: the index alone (-1 ends the consumers' loop)
+        if (lead) mbar_arrive(bar_q<L>(base, qbuf<L>(qi)));  // no Q to load: the index alone (-1 ends the consumers' loop)
         if (!more) break;
         ++qi;
-        idx = next_tile(a);
+        idx = draw();
         continue;
       }
     } else {  // static: tiles blockIdx.x, + gridDim.x, ...; the consumers walk the same list
@@ -149,7 +215,7 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
       }
       mbar_wait(bar_qe<L>(base, qbuf<L>(qi)), qphase<L>(qi) ^ 1);  // the consumers are done with this buffer
     }
-    {
+    if (lead) {
       const int qb = qbuf<L>(qi);
       mbar_arrive_expect_tx(bar_q<L>(base, qb), L::kQBytes);
 #pragma unroll
@@ -159,10 +225,12 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
     }
     ++qi;
     for (int it = 0; it < ti.n_cnt; ++it, ++kv) load_kv<D, DV, BN, PG>(base, tk, tv, a, ti, ti.n_max - 1 - it, kv);
-    if constexpr (DYN) idx = next_tile(a);
+    if constexpr (DYN) idx = draw();
     else idx += gridDim.x;
   }
-  if constexpr (DYN) sched_done(a);
+  if constexpr (DYN) {
+    if (lead) sched_done(a);
+  }
 }
 
 }  // namespace fa3
