@@ -10,9 +10,7 @@
 #   GPU call B (carry .fa3tests .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_paged.sh b   (~200 s)
 #       the fa3api grid (tools/fa3api_grid.py), bench26 against FA3 (the dense paths did not regress),
 #       FlashAttention-3's own forward tests (seeded sample, tools/gpu_fa3api.sh's runner, what time is left).
-#   GPU call C (carry .whl .kseek-cache .fa3; both builds prebuilt here):  bash tools/gpu_paged.sh c   (~250 s)
-#       A/B of KSEEK_FA3_PAGEIDS=smem against the default on p05-p07 (A B B A), then the variant's
-#       optest, production (graph) and serving runs, and serving with the default beside it.
+#   (mode c, the A/B of the removed KSEEK_FA3_PAGEIDS=smem, ran at aa20ca6: git show aa20ca6:tools/gpu_paged.sh)
 #   GPU (any variant, carry .whl .kseek-cache .fa3, both builds prebuilt here):
 #       DEF=NAME=VALUE GRID=production SCEN=11-17 bash tools/gpu_paged.sh ab    (~4 x 30-60 s)
 #   GPU (carry .fa3tests too):  bash tools/gpu_paged.sh d    ncu on p05/p06, then FA3's forward tests
@@ -67,36 +65,6 @@ b)
   tail -16 "$OUT/fa3tests_call.log"
   log "tables"
   tail -21 "$OUT/grid.txt"
-  ;;
-c)  # A/B of the paged prefill's page-id reads (NOTES v13c): default (ldg) against KSEEK_FA3_PAGEIDS=smem
-  V=KSEEK_FA3_PAGEIDS=smem
-  log "build the variant"
-  ks build kernels/fa3_hopper --define $V > "$OUT/build_smem.txt" 2>&1; tail -2 "$OUT/build_smem.txt"
-  n=0
-  for cfg in ldg smem smem ldg; do   # A B B A on one machine: p05 (contiguous) beside p06/p07 (paged)
-    n=$((n + 1)); def=(); [ $cfg = smem ] && def=(--define $V)
-    log "production rows 5-7, $cfg ($n)"
-    timeout 90 python3 -m kernelseek eval kernels/fa3_hopper --grid production --scenarios 5-7 --baseline fa3 \
-      "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/ab_${n}_$cfg.txt" 2>&1
-    grep -E "^ +[5-7] " "$OUT/ab_${n}_$cfg.txt"
-  done
-  log "variant: optest check-only, production (graph), serving"
-  timeout 120 python3 -m kernelseek eval kernels/fa3_hopper --grid optest --check-only --define $V --no-progress \
-    --runs-dir /tmp/paged_runs > "$OUT/optest_smem.txt" 2>&1; summ "$OUT/optest_smem.txt" 2
-  timeout 150 python3 -m kernelseek eval kernels/fa3_hopper --grid production --baseline fa3 --graph --define $V \
-    --no-progress --runs-dir /tmp/paged_runs > "$OUT/production_smem.txt" 2>&1; summ "$OUT/production_smem.txt" 2
-  for cfg in ldg smem; do
-    mkdir -p "$OUT/serving_$cfg"
-    d=""; [ $cfg = smem ] && d=$V
-    KSEEK_ATTENTION_DEFINES=$d timeout 120 python3 tools/serving_bench.py --out "$OUT/serving_$cfg" --budget 0.4 \
-      --replays 20 > "$OUT/serving_$cfg/serving.log" 2>&1
-    echo "serving $cfg rc=$?"
-  done
-  KSEEK_ATTENTION_DEFINES=$V timeout 60 python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_serving_gpu.py \
-    > "$OUT/serving_smem/gputests.txt" 2>&1; tail -1 "$OUT/serving_smem/gputests.txt"
-  log "tables"
-  grep -E "^ *(row|p0|d1|[0-9])" "$OUT/production_smem.txt" | tail -18
-  for cfg in ldg smem; do echo "-- serving $cfg"; cat "$OUT/serving_$cfg/serving.txt" 2>/dev/null | tail -10; done
   ;;
 ab)  # any build variant against the default, A B B A on one machine: DEF=NAME=VALUE GRID=grid SCEN=rows
     # (e.g. DEF=KSEEK_FA3_DECODE_SPLITS=ragged GRID=production SCEN=11-17: the ragged-decode split bound)

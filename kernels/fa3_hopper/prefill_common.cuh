@@ -53,9 +53,7 @@ struct Smem {
   static constexpr int kBarQ = kBar, kBarKF = kBar + 8, kBarVF = kBar + 24, kBarKE = kBar + 40,
                        kBarVE = kBar + 56, kBarQE = kBar + 72, kTileIdx = kBar + 80,
                        kBarQ2 = kBar + 88, kBarQE2 = kBar + 96, kTileIdx2 = kBar + 104;
-  // page ids of one paged K/V block (BN / prow <= 24 of them; KSEEK_FA3_PAGEIDS=smem)
-  static constexpr int kPid = kBar + 128;
-  static constexpr int kTotal = kPid + 128 + 1024;  // + slack to align the base to 1024 bytes
+  static constexpr int kTotal = kBar + 128 + 1024;  // + slack to align the base to 1024 bytes
   static_assert(kQBytes % 1024 == 0 && kKBytes % 1024 == 0 && kVBytes % 1024 == 0,
                 "every tile (and chunk) must start on a 1024-byte boundary (swizzle atoms)");
   static_assert(kTotal <= 227 * 1024, "shared memory per block (sm_90: 227 KB opt-in)");

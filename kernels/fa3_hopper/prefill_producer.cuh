@@ -30,48 +30,6 @@ __device__ __forceinline__ void load_pages(uint32_t dst, const CUtensorMap* map,
   }
 }
 
-// KSEEK_FA3_PAGEIDS=smem: the block's page ids into shared memory by cp.async (4 bytes each, all in
-// flight together), then the stage waits, then the ids are read back: one global round trip per
-// block, under the wait, instead of one per box between TMA issues (and no registers held).
-template <int D, int DV, int BN>
-__device__ __forceinline__ void load_kv_paged_smem(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv,
-                                                   const Args& a, const Tile& ti, int n_block, int kv) {
-  using L = Smem<D, DV, BN>;
-  const int stage = kv & 1;
-  const uint32_t ph = (kv >> 1) & 1;
-  const uint32_t kf = base + L::kBarKF + 8 * stage, vf = base + L::kBarVF + 8 * stage;
-  const uint32_t dk = base + L::kK + stage * L::kKBytes, dv = base + L::kV + stage * L::kVBytes;
-  const uint32_t pid = base + L::kPid;
-  const int32_t* row = a.pt + (int64_t)ti.b * a.pt_stride;
-  const int last = (ti.k_coord + ti.sk - 1) / a.psz;  // the sequence's last page (the tile has keys: sk >= 1)
-  const int key0 = ti.k_coord + n_block * BN;          // logical key row of the block's first key
-  const int nb = BN / a.prow;
-  for (int j = 0; j < nb; ++j)
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(pid + 4 * j),
-                 "l"(row + min((key0 + j * a.prow) / a.psz, last))
-                 : "memory");
-  asm volatile("cp.async.commit_group;" ::: "memory");
-  mbar_wait(base + L::kBarKE + 8 * stage, ph ^ 1);
-  asm volatile("cp.async.wait_group 0;" ::: "memory");
-  mbar_arrive_expect_tx(kf, L::kKBytes);
-  for (int j = 0; j < nb; ++j) {
-    const int key = key0 + j * a.prow, slot = key - (key / a.psz) * a.psz;
-    const int page = ld_shared_s32(pid + 4 * j);
-#pragma unroll
-    for (int c = 0; c < pad64(D) / 64; ++c)
-      tma_tile(dk + c * BN * 128 + j * a.prow * 128, tk, kf, 64 * c, slot, ti.hkv, page, a.k_swap);
-  }
-  mbar_wait(base + L::kBarVE + 8 * stage, ph ^ 1);
-  mbar_arrive_expect_tx(vf, L::kVBytes);
-  for (int j = 0; j < nb; ++j) {
-    const int key = key0 + j * a.prow, slot = key - (key / a.psz) * a.psz;
-    const int page = ld_shared_s32(pid + 4 * j);
-#pragma unroll
-    for (int c = 0; c < pad64(DV) / 64; ++c)
-      tma_tile(dv + c * BN * 128 + j * a.prow * 128, tv, vf, 64 * c, slot, ti.hkv, page, a.v_swap);
-  }
-}
-
 // KSEEK_FA3_PAGEIDS=warp: the 32 lanes of the producer warp run this together; lane j < BN / prow
 // reads box j's page id (all in flight at once, before the stage waits) and issues that box's TMA,
 // so no thread issues more than one box per chunk. Lane 0 alone arms the stage's barrier, before
@@ -124,9 +82,6 @@ template <int D, int DV, int BN, bool PG>
 __device__ __forceinline__ void load_kv(uint32_t base, const CUtensorMap* tk, const CUtensorMap* tv, const Args& a,
                                         const Tile& ti, int n_block, int kv) {
   using L = Smem<D, DV, BN>;
-  if constexpr (PG && build::kPageIds == build::pageids_smem) {
-    if (a.pt) return load_kv_paged_smem<D, DV, BN>(base, tk, tv, a, ti, n_block, kv);
-  }
   constexpr bool kWarp = warp_producer<PG>();
   if constexpr (kWarp) {
     if (a.pt) return load_kv_paged_warp<D, DV, BN>(base, tk, tv, a, ti, n_block, kv);

@@ -26,13 +26,12 @@
 //                                  longest sequence (ragged: one long sequence no longer rests on a few
 //                                  CTAs; NOTES session 8, d17; never run on a GPU yet)
 //   -DKSEEK_FA3_SPLIT_KEYS=1024    the keys per CTA bound of `ragged` (> 0)
-//   -DKSEEK_FA3_PAGEIDS=ldg|smem|warp
-//                                  paged prefill (PG kernels only): the producer thread reads each box's
+//   -DKSEEK_FA3_PAGEIDS=ldg|warp   paged prefill (PG kernels only): the producer thread reads each box's
 //                                  page id from global memory before its TMA (ldg, default: one at a
-//                                  time); or fetches a block's ids into shared memory first by cp.async
-//                                  (smem; NOTES v13c: no change); or the whole producer warp runs the
-//                                  loop and lane j loads box j's page id and issues its TMA (warp; never
-//                                  run on a GPU yet)
+//                                  time); or the whole producer warp runs the loop and lane j loads box
+//                                  j's page id and issues its TMA (warp; never run on a GPU yet). (A
+//                                  third value, smem: ids by cp.async into shared memory, measured no
+//                                  change at aa20ca6 and was removed: NOTES v13c.)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -97,7 +96,7 @@ static_assert(kSectionMB > 0.0, "KSEEK_FA3_SECTION_MB must be positive");
 enum OStore { ostore_tma, ostore_direct };
 constexpr OStore kOStore = FA3_PASTE(ostore_, KSEEK_FA3_OSTORE);
 
-enum PageIds { pageids_ldg, pageids_smem, pageids_warp };
+enum PageIds { pageids_ldg, pageids_warp };
 constexpr PageIds kPageIds = FA3_PASTE(pageids_, KSEEK_FA3_PAGEIDS);
 
 enum DecodeSplits { decsplits_model, decsplits_ragged };
