@@ -22,7 +22,8 @@
 #   bench    carry .whl              bench26 against best, --graph (run it in two consecutive calls: the
 #                                    second call's table shows each row's move between the two runs)
 #   prod     carry .whl              the production grid (kernelseek/grids/production.yaml) against best, --graph
-#   hopperA  carry .whl              hopper grid, dense + varlen blocks (108 rows), --graph, budget 0.15 s,
+#   hopperA  carry .whl              hopper grid, dense + varlen blocks (108 rows), --graph, budget 0.15 s, against
+#                                    $HOPPER_BASE (default: every native baseline but FA4, see HB below)
 #   hopperB  carry .whl              paged + decode blocks (102 rows)
 #   table    (any)                   the short tables again, from every run dir still on the machine
 # FA4 (optional; three more calls, ../shared/tools/fa4/README.md): phases fa4a, fa4b, fa4c carrying .fa4-a,
@@ -39,7 +40,17 @@ K=${KERNEL:-kernels/fa3_hopper}
 R=${PEERS_RUNS:-/root/peers-runs}   # outside the checkout: survives between calls on a warm machine
 ks() { python3 -m kernelseek "$@"; }
 # FlashInfer only where its module is built (stage2): a JIT compile inside a timed phase would eat the call
-ev() { KSEEK_FLASHINFER_JIT=0 ks eval "$K" --baseline best --graph --no-progress --runs-dir "$R/$1" "${@:2}" | tail -4; }
+# stopped at EV_S (default 540 s) so the call still packs what it made: results.json is saved after every
+# row, so a stopped run keeps the rows it finished; its workers go with it
+ev() { KSEEK_FLASHINFER_JIT=0 timeout -k 5 "${EV_S:-540}" python3 -m kernelseek eval "$K" --baseline "${BASE:-best}" \
+         --graph --no-progress --runs-dir "$R/$1" "${@:2}" | tail -4
+       pkill -9 -f "kernelseek.worker" 2>/dev/null; true; }
+# the hopper grid's 210 shapes against every native baseline but FA4, which compiles each new shape on first
+# use (seconds each: minutes of device time on this grid); HOPPER_BASE=best puts it back
+HB=${HOPPER_BASE:-cudnn,fa3,flashinfer,fa2,flash_op}
+# the kernel prebuilt here (KSEEK_CACHE_DIR=$PWD/.kseek-cache python3 -m kernelseek build kernels/fa3_hopper),
+# when carried, seeds the machine's build cache: no compile inside a timed call
+[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/
 pack() { tar czf "$OUT/peers-$1-$(date -u +%H%M%S).tgz" -C "$R" "$1" 2>/dev/null; }
 short() {   # one line per run: what ran, the geomeans on both measures
   for d in $(ls -d "$R"/*/*/ 2>/dev/null); do
@@ -82,9 +93,9 @@ for phase in "$@"; do
     bench)  ev bench --grid bench26; pack bench ;;
     prod)   ev prod --grid production --timeout 400; pack prod
             ks peers --from "$(ls -d "$R"/prod/*/ | tail -1)" --out "$OUT/peers-production.md" | sed -n '7,26p' ;;
-    hopperA) ev hopperA --grid hopper --scenarios dense_,varlen_ --budget 0.15; pack hopperA ;;
-    hopperB) ev hopperB --grid hopper --scenarios paged_,decode_ --budget 0.15; pack hopperB ;;
-    fa4a|fa4b|fa4c) bash ".fa4-${phase#fa4}/stage.sh" ;;   # optional, before bench: carry .fa4-a, -b, -c in turn
+    hopperA) BASE=$HB ev hopperA --grid hopper --scenarios dense_,varlen_ --budget 0.15; pack hopperA ;;
+    hopperB) BASE=$HB ev hopperB --grid hopper --scenarios paged_,decode_ --budget 0.15; pack hopperB ;;
+    fa4a|fa4b|fa4c) bash ".fa4-${phase#fa4}/stage.sh"; source tools/site.sh ;;   # optional, before bench: carry .fa4-a, -b, -c in turn; then FA4 is on PYTHONPATH
     table)  ;;
     *) echo "unknown phase $phase" ;;
   esac
