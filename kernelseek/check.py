@@ -13,6 +13,12 @@ visible key) lse must be -inf too; elsewhere it must be finite with
 The 1e-3 (nats) floor keeps rows where the low-precision reference happens to be nearly exact
 (a row with a single key, say) from demanding bit-exactness of a kernel's fp32 exp2/log2 path; it
 is far below the ~1e-2 LSE errors a wrong mask or a missing key produces. NaN anywhere fails.
+fp8 rows add FP8_LSE_REL x |lse32| per row: Hopper's fp8 tensor cores accumulate q.k with less than
+fp32's precision, an error that grows with the logit and that the low-precision reference (exact
+products, fp32 sums) does not have. Measured on the H200 (tools/fp8_trap_probe.py, hd256, a key
+planted at 4x a query row): FlashAttention-3's LSE error was 0.067-0.108 at |lse| 35-57, 0.15-0.22%
+of |lse|, equal to ours to 1e-4, while the old bound was 0.027-0.52 (fail: an honest kernel, FA3
+itself, failed the near-repeat trap). A memoizer's stale LSE is off by tens of nats there.
 
 Errors are computed in float64, so the comparison with the bound is exact for the tensors given.
 Reasons name the numbers and the worst element (batch, row, head, column).
@@ -29,6 +35,7 @@ from .inputs import seq_offsets, out_dtype_for
 from .scenarios import Scenario
 
 LSE_ATOL = 1e-3  # nats; see the module docstring
+FP8_LSE_REL = 4e-3  # fp8 rows: of |lse32|, per row (twice the 0.22% measured; the module docstring)
 
 
 @dataclass
@@ -117,10 +124,14 @@ def _check_lse(s: Scenario, lse, lse32, lselp, k: float) -> tuple[list[str], flo
     lse_err = _max_abs(diff)
     ref_lse_err = _max_abs(torch.where(~ref_empty, (rl - r).abs(), torch.zeros_like(r)))
     bound = k * ref_lse_err + LSE_ATOL
-    if lse_err > bound:
-        worst = int(diff.flatten().argmax())
-        fails.append(f"lse error {lse_err:.4g} > bound {bound:.4g} ({k:g} x ref err {ref_lse_err:.4g} + "
-                     f"{LSE_ATOL:g}) at {_where_lse(s, worst, x.shape)}")
+    rel = FP8_LSE_REL if s.dtype == "fp8" else 0.0
+    over = diff - (bound + rel * torch.where(both, r.abs(), torch.zeros_like(r)))   # > 0: out of bound
+    if over.numel() and float(over.max()) > 0:
+        worst = int(over.flatten().argmax())
+        err = float(diff.flatten()[worst])
+        extra = f" + {rel:g} x |lse32| {abs(float(r.flatten()[worst])):.4g}" if rel else ""
+        fails.append(f"lse error {err:.4g} > bound {bound + rel * abs(float(r.flatten()[worst])):.4g} ({k:g} x ref err "
+                     f"{ref_lse_err:.4g} + {LSE_ATOL:g}{extra}) at {_where_lse(s, worst, x.shape)}")
     return fails, lse_err
 
 

@@ -129,8 +129,9 @@ def _scenario(req: dict) -> dict:
     out: dict = {"status": "passed", "reason": "", "phases_s": job.phases, "baselines": {}}
     lib = _check_candidate(job, req["kernel_so"], out, guard) if req.get("kernel_so") else None
     bound = _check_baselines(job, req.get("baseline") or "best", req.get("stand_in", True), out)
-    if job.check_only or out["status"] != "passed" and not bound:
-        return out
+    if job.check_only or not bound and (lib is None or out["status"] != "passed"):
+        return out                                      # nothing to time (the baseline worker on a row no
+                                                        # baseline computes: the row says why, per baseline)
     cand = lib if lib is not None and out["status"] == "passed" else None
     pool = timing_pool(job, cand, bound, out, guard)
     impls = timed_impls(pool, bound)

@@ -20,3 +20,15 @@ def test_naive_on_smoke_passes_and_is_timed(tmp_path):
     assert timed, "at least one smoke scenario has a baseline"
     assert exit_code(rows) in (0, 5)
     assert (run / "results.json").exists() and (run / "build" / "ptxas.json").exists()
+
+
+def test_a_row_no_named_baseline_computes_is_na_with_each_reason(tmp_path):
+    """hopper grid, 2026-12-01: with `--baseline cudnn,fa3,flashinfer`, every row that all three declined
+    (sinks, say) came back "baseline worker: ValueError: max() iterable argument is empty" (the worker timed
+    an empty set). Such a row is timed for the candidate only, n/a against a baseline, with each one's reason."""
+    from kernelseek.evaluate import evaluate
+    _run, rows, _meta = evaluate("kernels/naive_fwd.cu", "hopper", "cudnn", runs_dir=str(tmp_path), budget_s=0.05,
+                                 progress=False, scenarios="dense_d96_fp8_full_mha_b2s1024_sinks")
+    (r,) = rows
+    assert r.status == "passed" and r.time_ms and r.speedup is None
+    assert "cudnn" in r.baselines_declined and "baseline worker" not in r.baselines_declined, r.baselines_declined

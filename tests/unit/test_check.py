@@ -157,3 +157,30 @@ def test_wrong_shape_fails_with_reason():
     res = check_output(S, ref32[0][:, :3], None, ref32, reflp)
     assert not res.passed and "output shape (1, 3, 2, 8) != expected (1, 4, 2, 8)" in res.reason
     assert math.isnan(res.max_err)
+
+
+def test_fp8_lse_bound_grows_with_the_logit():
+    """fp8: the H200 probe's case (tools/fp8_trap_probe.py): a planted key makes |lse| ~46 and FA3's own
+    LSE error 0.10 while the low-precision reference is off by only 0.0064. That passes now (FP8_LSE_REL x
+    |lse32| per row); a stale answer (off by nats) and the same error on a bf16 row still fail."""
+    from kernelseek.check import FP8_LSE_REL
+    f8 = Scenario(name="f8", batch=1, seqlen_q=4, seqlen_k=4, heads_q=2, heads_kv=2, head_dim=8, dtype="fp8")
+    ref32, reflp = _synthetic()
+    lse32 = ref32[1].clone()
+    lse32[0, 1, 2] = 46.45                                   # the trapped row
+    lselp = lse32.clone()
+    lselp[0, 0, 0] += 0.0064
+    ref32, reflp = (ref32[0], lse32), (reflp[0], lselp)
+    lse = lse32.double().clone()
+    lse[0, 1, 2] += 0.1004                                   # FA3's and our measured error there
+    old_bound = 4 * 0.0064 + LSE_ATOL
+    assert 0.1004 > old_bound and 0.1004 < old_bound + FP8_LSE_REL * 46.45
+    assert check_output(f8, ref32[0], lse, ref32, reflp).passed
+    res = check_output(S, ref32[0], lse, ref32, reflp)       # the same numbers on a bf16 row: k = 2, no allowance
+    assert not res.passed and "lse error 0.1004" in res.reason
+    lse[0, 1, 2] = 46.45 - 3.0                               # a stale LSE
+    res = check_output(f8, ref32[0], lse, ref32, reflp)
+    assert not res.passed and "x |lse32| 46.45" in res.reason and "at batch 0 row 2 head 1" in res.reason
+    lse = lse32.double().clone()
+    lse[0, 0, 3] += old_bound + FP8_LSE_REL * abs(float(lse32[0, 0, 3])) + 0.01   # a small row: little allowance
+    assert not check_output(f8, ref32[0], lse, ref32, reflp).passed
