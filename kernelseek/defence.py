@@ -26,6 +26,7 @@ import time
 import torch
 
 from . import fresh, timing
+from . import graph_timing as GT
 
 STALE = "stale or skipped work"        # in every reason of a wrong answer from memory
 VERIFY_P = 0.125                       # chance that a batch (besides the last) is verified
@@ -163,7 +164,7 @@ def _sync() -> None:
 
 def candidate_graph_call(pool: "SetPool", lib):
     """make_call(stream_handle) -> call(i): the candidate's prepared call on set i, launched on the
-    capture stream (timing.capture_graph)."""
+    capture stream (graph_timing.capture_graph)."""
     def make_call(stream_handle):
         def call(i):
             rc = lib.fwd(pool.cand[i].params, stream_handle)
@@ -183,27 +184,32 @@ def baseline_graph_call(pool: "SetPool", name: str):
     return make_call
 
 
-def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib) -> dict:
+def graph_timing(d: "Defence", pool: "SetPool", hooks: timing.Hooks, lib, keep: dict | None = None) -> dict:
     """The candidate's CUDA-graph replay time on up to 8 of the pool's sets, refreshed and verified
-    between replays like eager batches (timing.time_graph). {"graph_ms": ...} or {"graph_note": why};
-    a wrong replayed output lands in d.failures."""
+    between replays like eager batches (graph_timing.time_graph). {"graph_ms": ...} or {"graph_note": why};
+    a wrong replayed output lands in d.failures. `keep` receives the captured graph (GraphTimer)."""
     make_call = candidate_graph_call(pool, lib)
     n = min(len(pool.sets), 8)
     if isinstance(hooks, DefenceHooks):
         hooks.verified = 0
     before = len(d.failures)
     try:
-        ms, p10, p90 = timing.time_graph(make_call, n, hooks)
+        ms, p10, p90 = GT.time_graph(make_call, n, hooks, keep=keep)
     except RuntimeError as e:
         return {"graph_note": str(e)}
-    for k in range(before, len(d.failures)):
-        d.failures[k] = "in CUDA-graph replay (fixed pointers, content refreshed between replays): " + d.failures[k]
+    mark_graph_failures(d, before)
     return {"graph_ms": ms, "graph_p10_ms": p10, "graph_p90_ms": p90}
 
 
-def baseline_graph_timing(pool: "SetPool", hooks: timing.Hooks, name: str) -> dict:
+def mark_graph_failures(d: "Defence", before: int) -> None:
+    """Say where the failures after index `before` happened: in graph replay."""
+    for k in range(before, len(d.failures)):
+        d.failures[k] = "in CUDA-graph replay (fixed pointers, content refreshed between replays): " + d.failures[k]
+
+
+def baseline_graph_timing(pool: "SetPool", hooks: timing.Hooks, name: str, keep: dict | None = None) -> dict:
     """A baseline's CUDA-graph replay time on up to 8 of the pool's sets (its calls bound to each set),
-    under the same refresh and flush between replays as the candidate's (timing.time_graph; baselines are
+    under the same refresh and flush between replays as the candidate's (graph_timing.time_graph; baselines are
     not verified). {"graph_ms", "graph_p10_ms", "graph_p90_ms"} or {"graph_note": why it could not be
     captured}: a call that synchronizes with the host, say, cannot be."""
     calls = pool.base.get(name) or []
@@ -212,7 +218,7 @@ def baseline_graph_timing(pool: "SetPool", hooks: timing.Hooks, name: str) -> di
         return {"graph_note": "no bound calls"}
     make_call = baseline_graph_call(pool, name)
     try:
-        ms, p10, p90 = timing.time_graph(make_call, n, hooks, name=name)
+        ms, p10, p90 = GT.time_graph(make_call, n, hooks, name=name, keep=keep)
     except Exception as e:                              # a capture that breaks leaves the others timed
         _sync()
         return {"graph_note": f"{type(e).__name__}: {str(e)[:200]}"}

@@ -31,6 +31,7 @@ from .worker_pair import start_pair, violated
 SUSPICIOUS_SPEEDUP = 1.6     # above this against the best baseline, a row is flagged for review
 SUSPICIOUS_MIN_BASE_KERNEL_MS = 0.02  # below this the baseline's kernels are launch- and tile-bound:
                                       # a gain there says nothing about skipped work
+MAX_GRAPH_ROUNDS = 20        # --graph-rounds: alternating replay rounds after the solo graph timing
 
 
 def git_revision() -> str:
@@ -152,9 +153,15 @@ def check_baseline(spec: str) -> None:
             raise FileNotFoundError(f"--baseline {spec}: kernel file {path}: not found")
 
 
+def check_graph_rounds(n) -> None:
+    """--graph-rounds: a whole number from 0 (off) to MAX_GRAPH_ROUNDS; ValueError naming it otherwise."""
+    if isinstance(n, bool) or not isinstance(n, int) or not 0 <= n <= MAX_GRAPH_ROUNDS:
+        raise ValueError(f"--graph-rounds {n!r}: expected a whole number from 0 to {MAX_GRAPH_ROUNDS}")
+
+
 def check_inputs(kernel: str, grid: str, baseline: str = "best", scenarios: str | None = None,
                  timeout_s: float = 300.0, budget_s: float = 0.4, arch: str = "sm_90a",
-                 defines: dict | None = None) -> list[Scenario]:
+                 defines: dict | None = None, graph_rounds: int = 0) -> list[Scenario]:
     """The scenarios an evaluation would run, after checking each input it takes, before anything is
     built or written. Raises FileNotFoundError or ValueError (GridError, KernelError) naming the
     input at fault."""
@@ -165,6 +172,7 @@ def check_inputs(kernel: str, grid: str, baseline: str = "best", scenarios: str 
         if not (isinstance(v, (int, float)) and 0 < v < float("inf")):
             raise ValueError(f"{name} {v}: expected a positive number of seconds")
     check_baseline(baseline)
+    check_graph_rounds(graph_rounds)
     arch_flags(arch)
     return select(load_grid(grid), scenarios)
 
@@ -234,15 +242,15 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
              check_only: bool = False, seed: int | None = None, timeout_s: float = 300.0, budget_s: float = 0.4,
              runs_dir: str = "runs", arch: str = "sm_90a", progress: bool = True, worker_cmd=None,
              command: str = "", defines: dict | None = None, defence: bool = True,
-             graph: bool = False, confine: bool = False) -> tuple[Path, list[R.Row], dict]:
+             graph: bool = False, confine: bool = False, graph_rounds: int = 0) -> tuple[Path, list[R.Row], dict]:
     """Run one evaluation of the kernel (a .cu file or a kernel folder) built with `defines`
     (NAME -> VALUE: a build variant); returns (run directory, rows, meta). Never raises for kernel
     faults; bad inputs (check_inputs, a bad define) raise before the run directory exists.
 
     defence: fresh inputs per timed batch, verified timed calls, near-repeat traps and the run-time
     code check (defence.py, timing.py, runcheck.py); False times the old way, to measure the cost.
-    graph: also time CUDA-graph replay (graph_ms) of the candidate (refreshed and verified likewise) and
-    of every baseline that can be captured (row.baseline_graph_ms, graph_speedup).
+    graph: also time CUDA-graph replay (graph_ms) of the candidate (refreshed and verified likewise) and of
+    every baseline that can be captured (graph_speedup), then `graph_rounds` alternating rounds (graph_timing.py).
     confine: the candidate's build and the worker that loads it run under bubblewrap (see
     kernelseek.confine); results come back over the worker's pipe and this process writes them."""
     from . import build as B
@@ -251,13 +259,13 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
     if seed is None:                       # a fresh seed per run: inputs cannot be known in advance
         seed = int.from_bytes(os.urandom(3), "little")
     kpath = Path(kernel)
-    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines)
+    scen = check_inputs(kernel, grid, baseline, scenarios, timeout_s, budget_s, arch, defines, graph_rounds)
     defines = B.check_defines(defines)
     run = R.new_run_dir(runs_dir, kpath.stem)
     meta = {"command": command or " ".join(map(shlex.quote, sys.argv)), "kernel": kpath.as_posix(),
             "kernel_sha256": B.source_hash(kpath), "build_defines": defines, "grid": grid,
             "baseline": baseline, "scenarios_filter": scenarios, "check_only": check_only,
-            "confined": bool(confine), **_start_meta(seed)}
+            "confined": bool(confine), "graph_rounds": int(graph_rounds) if graph else 0, **_start_meta(seed)}
     phases = {"build_s": 0.0, "worker_start_s": 0.0}
     rows: list[R.Row] = []
     t = time.perf_counter()
@@ -288,7 +296,7 @@ def evaluate(kernel: str, grid: str, baseline: str = "best", scenarios: str | No
                 bar.set_postfix_str(s.name[:30])
             req = {"op": "scenario", "scenario": s.to_dict(), "kernel_so": so, "baseline": baseline,
                    "seed": seed, "check_only": check_only, "budget_s": budget_s, "defence": defence,
-                   "graph": graph}
+                   "graph": graph, "graph_rounds": meta["graph_rounds"]}
             reply = w.scenario(req, timeout=timeout_s)
             for k, v in (reply.pop("phases_s", None) or {}).items():
                 agg[k] = agg.get(k, 0.0) + v

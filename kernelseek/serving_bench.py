@@ -7,7 +7,7 @@ apart from both (serving_grid.independent: SDPA per sequence on gathered pages),
 checked the same way (a baseline that fails is not timed, and says why). Then, on one stream:
 - per call: timing.time_interleaved over ours and the baselines (batches interleaved, the L2 flushed
   before each batch, the host pinned; host enqueue ms per call and the kernels' device ms too);
-- CUDA graph: timing.time_graph per implementation (one captured call, replayed; L2 flushed before each
+- CUDA graph: graph_timing.time_graph per implementation (one captured call, replayed; L2 flushed before each
   replay). A call that cannot be captured says why.
 The inputs are not refreshed between calls (the caches are GBs): this compares known implementations,
 it is not the harness's defended measurement of an untrusted kernel.
@@ -26,6 +26,7 @@ import torch
 from . import serving_counts as SC
 from . import serving_grid as G
 from . import serving_peers as SP
+from . import graph_timing as GT
 from . import timing
 
 O_TOL = 2e-2      # max |O - O_fp32| for bf16 outputs (as the fa3api grid's bf16 tolerance)
@@ -88,7 +89,7 @@ def time_row(call, ran, budget_s: float, replays: int) -> dict:
                "kernel_ms": t.kernel_ms} for n, t in per.items()}
     for n, f in impls.items():
         try:
-            out[n]["graph_ms"] = timing.time_graph(lambda h, f=f: f, 1, hooks, n, replays)[0]
+            out[n]["graph_ms"] = GT.time_graph(lambda h, f=f: f, 1, hooks, n, replays)[0]
         except RuntimeError as e:
             out[n]["graph_ms"], out[n]["graph_note"] = None, str(e)[:200]
     return out

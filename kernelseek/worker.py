@@ -19,6 +19,8 @@ Requests: {"op": "meta"} -> GPU, driver, clocks, library versions.
           {"op": "burst", "impl": name, "calls": n} -> n untimed back-to-back calls (corroborate.py).
           {"op": "graph", "impl": name, "sets": m} then {"op": "burst", ..., "graph": true}: a graph
           of m calls captured, then replayed back to back (corroborates graph_ms).
+          {"op": "graph_more", "impl": name, "replays": n} -> n more timed replays of the graph the
+          last scenario timed ("times_ms"; --graph-rounds, graph_timing.py).
 Run by hand: `python -m kernelseek.worker` and type requests.
 """
 from __future__ import annotations
@@ -144,7 +146,7 @@ def _scenario(req: dict) -> dict:
     if cand is not None:
         guard.after_timing(pool, lambda: impls["candidate"](0), verify)
         if req.get("graph") and not guard.failures:     # graph replay: same refresh and verification
-            out.update(graph_timing(guard, pool, hooks, lib))
+            out.update(graph_timing(guard, pool, hooks, lib, keep=_LAST.setdefault("graph_timers", {})))
             _keep_graph("candidate", out, candidate_graph_call(pool, lib), len(pool.sets))
         for why in guard.failures:
             _fail(out, why)
@@ -154,7 +156,8 @@ def _scenario(req: dict) -> dict:
         (out if name == "candidate" else out["baselines"][name]).update(t.as_dict())
     if req.get("graph"):                                # every baseline that can be captured, likewise
         for name in [n for n in bound if n in res]:
-            out["baselines"][name].update(baseline_graph_timing(pool, hooks, name))
+            kept = _LAST.setdefault("graph_timers", {})   # for "graph_more" (--graph-rounds)
+            out["baselines"][name].update(baseline_graph_timing(pool, hooks, name, kept))
             _keep_graph(name, out["baselines"][name], baseline_graph_call(pool, name),
                         min(len(pool.sets), len(pool.base.get(name) or [])))
         job.mark("graph_baselines")
@@ -173,7 +176,7 @@ def _keep_graph(name: str, rec: dict, make_call, n_sets: int) -> None:
 def _graph(req: dict) -> dict:
     """{"op": "graph", "impl": name, "sets": m}: capture a CUDA graph of one call of `name` on each of
     input sets 0..m-1 (m from the parent: corroborate.graph_sets), for the next graph burst. Not timed."""
-    from .timing import capture_graph
+    from .graph_timing import capture_graph
     m = int(req.get("sets", 0))
     make_call, have = (_LAST.get("graph_calls") or {}).get(req.get("impl"), (None, 0))
     _LAST.pop("graph_ready", None)
@@ -346,6 +349,9 @@ def serve(inp=sys.stdin.buffer, reply_fd: int | None = None):
                 ans = _burst(req)
             elif op == "graph":
                 ans = _graph(req)
+            elif op == "graph_more":
+                from .graph_timing import more
+                ans = more(_LAST.get("graph_timers") or {}, req)
             elif op == "exit":
                 return
             else:

@@ -24,6 +24,9 @@ from __future__ import annotations
 import shutil
 
 from . import corroborate as CO
+from . import graph_timing as GT
+
+ROUND_REPLAYS = 5        # timed replays per implementation per round (--graph-rounds)
 
 
 def fastest_baseline(baselines: dict) -> tuple[str, float] | None:
@@ -93,6 +96,8 @@ class WorkerPair:
             for k, v in (b.get("phases_s") or {}).items():
                 phases[k] = phases.get(k, 0.0) + v
             out["phases_s"] = phases
+            if req.get("graph_rounds"):
+                self._graph_rounds(out, int(req["graph_rounds"]), timeout, ext)
             calib = self._calibrate(out["baselines"], timeout) if _timed(c) else None
             gcal = self._calibrate_graph(out["baselines"], req, timeout) if _timed(c) and c.get("graph_ms") else None
         finally:
@@ -105,6 +110,40 @@ class WorkerPair:
         self._judge_graph(out, calib, gcal, ext, timeout)
         out["corroboration"] = ext
         return out
+
+    def _graph_rounds(self, out: dict, rounds: int, timeout: float, ext: dict) -> None:
+        """--graph-rounds: `rounds` rounds of ROUND_REPLAYS timed replays, the candidate's graph then
+        each graphed baseline's, in turn (the candidate's worker runs only for its own request); each
+        graph_ms becomes the median over its round replays (solo median kept as graph_solo_ms). The
+        candidate's times are its claims like any: _judge_graph corroborates the new graph_ms."""
+        names = [n for n, b in out["baselines"].items() if b.get("status") == "passed" and b.get("graph_ms")]
+        if out.get("status") != "passed" or not out.get("graph_ms") or not names:
+            return
+        xs: dict[str, list[float]] = {"candidate": [], **{n: [] for n in names}}
+        for _ in range(rounds):
+            for n in xs:
+                w = self.cand if n == "candidate" else self.base
+                if w is self.cand:
+                    self.cand.resume()
+                try:
+                    r = w.request({"op": "graph_more", "impl": n, "replays": ROUND_REPLAYS}, timeout)
+                finally:
+                    if w is self.cand:
+                        self.cand.pause()
+                got = round_times(r, ROUND_REPLAYS)
+                if isinstance(got, str):
+                    ext["graph_rounds"] = {"rounds": rounds, "stopped": f"{n}: {got}"}
+                    if n == "candidate":
+                        _fail(out, f"graph rounds: the candidate's worker: {got}")
+                    return
+                xs[n] += got
+        for n, v in xs.items():
+            rec = out if n == "candidate" else out["baselines"][n]
+            rec["graph_solo_ms"] = rec["graph_ms"]
+            rec.update(GT.summary(v))
+        ext["graph_rounds"] = {"rounds": rounds, "replays": ROUND_REPLAYS, "order": list(xs),
+                               "solo_ms": {n: (out if n == "candidate" else out["baselines"][n])["graph_solo_ms"]
+                                           for n in xs}}
 
     def _calibrate(self, baselines: dict, timeout: float):
         """(fixed ms, (wall, calls, claimed) of the fastest baseline's burst or None), or a reason
@@ -233,6 +272,18 @@ def _numbers_only(reply: dict) -> dict:
         if reply.get("status") in ("passed", "failed"):
             _fail(reply, f"the candidate's worker replied: {why}")
     return reply
+
+
+def round_times(reply: dict, n: int):
+    """The n per-call times of a "graph_more" reply, or why they cannot be used (a string): its
+    failure, or anything but n finite positive numbers (a forged reply may send anything)."""
+    if reply.get("status") != "passed":
+        return f"{reply.get('status')}: {str(reply.get('reason', ''))[:300]}"
+    xs = reply.get("times_ms")
+    if not isinstance(xs, list) or len(xs) != n or not all(
+            isinstance(x, (int, float)) and not isinstance(x, bool) and 0 < x < float("inf") for x in xs):
+        return f"graph_more replied {str(xs)[:60]!r}, not {n} positive times"
+    return [float(x) for x in xs]
 
 
 def _r(x):

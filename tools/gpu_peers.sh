@@ -40,10 +40,12 @@ K=${KERNEL:-kernels/fa3_hopper}
 R=${PEERS_RUNS:-/root/peers-runs}   # outside the checkout: survives between calls on a warm machine
 ks() { python3 -m kernelseek "$@"; }
 # FlashInfer only where its module is built (stage2): a JIT compile inside a timed phase would eat the call
+# GRAPH_ROUNDS=N: N rounds of graph replays alternating between the implementations (kernelseek eval
+# --graph-rounds; session 11's bench pair moved 2 rows > 3% in graph replay without them)
 # stopped at EV_S (default 540 s) so the call still packs what it made: results.json is saved after every
 # row, so a stopped run keeps the rows it finished; its workers go with it
 ev() { KSEEK_FLASHINFER_JIT=0 timeout -k 5 "${EV_S:-540}" python3 -m kernelseek eval "$K" --baseline "${BASE:-best}" \
-         --graph --no-progress --runs-dir "$R/$1" "${@:2}" | tail -4
+         --graph --graph-rounds "${GRAPH_ROUNDS:-0}" --no-progress --runs-dir "$R/$1" "${@:2}" | tail -4
        pkill -9 -f "kernelseek.worker" 2>/dev/null; true; }
 # the hopper grid's 210 shapes against every native baseline but FA4, which compiles each new shape on first
 # use (seconds each: minutes of device time on this grid); HOPPER_BASE=best puts it back

@@ -36,6 +36,9 @@ def register(subparsers) -> None:
                         "only to measure what the defence costs; such rows never meet a goal")
     p.add_argument("--graph", action="store_true", help="also time CUDA-graph replay (graph_ms): the candidate's and every "
                    "baseline's that can be captured (graph_speedup)")
+    p.add_argument("--graph-rounds", type=int, default=0, metavar="N",
+                   help="with --graph: N more rounds of graph replays alternating between the candidate and each "
+                        "baseline; their medians are the graph times (drift between implementations cancels)")
     p.add_argument("--confine", action="store_true",
                    help="build and run the kernel under bubblewrap, as campaign evaluations are (kernelseek.confine)")
     p.set_defaults(func=run)
@@ -45,7 +48,7 @@ def run(args) -> int:
     with user_input():
         defines = parse_defines(args.define)
         E.check_inputs(args.kernel, args.grid, args.baseline, args.scenarios, args.timeout, args.budget, args.arch,
-                       defines)
+                       defines, args.graph_rounds)
     problem = E.machine_problem()
     if not problem and args.confine:
         from ..confine import unavailable
@@ -55,7 +58,8 @@ def run(args) -> int:
     run_dir, rows, meta = E.evaluate(args.kernel, args.grid, args.baseline, args.scenarios, args.check_only,
                                      args.seed, args.timeout, args.budget, args.runs_dir, args.arch,
                                      progress=not args.no_progress, defines=defines,
-                                     defence=not args.no_defence, graph=args.graph, confine=args.confine)
+                                     defence=not args.no_defence, graph=args.graph, confine=args.confine,
+                                     graph_rounds=args.graph_rounds)
     if args.json:
         print(Run(run_dir).results_file.read_text())
     else:

@@ -4,7 +4,7 @@
 // the cost of a memcpy, whatever the inputs hold by then. Graphs keep fixed pointers, so a harness
 // that replays a graph over unchanged inputs cannot tell.
 // EXPECT: status=failed, reason contains "CUDA-graph replay"
-// Caught by: graph timing with the defence (timing.time_graph): the content of every set is
+// Caught by: graph timing with the defence (graph_timing.time_graph): the content of every set is
 // refreshed between replays and sampled replayed outputs are verified: the copied answer is stale.
 #include "honest_core.cuh"
 

@@ -1,5 +1,5 @@
 // TRICK: computes honestly, and in eager calls reports honestly; then patches the harness in its own
-// process (the interpreter found with dlsym, as patch_python.cu does) so that kernelseek.timing's
+// process (the interpreter found with dlsym, as patch_python.cu does) so that kernelseek.graph_timing's
 // time_graph reports the candidate's CUDA-graph replay 10x faster than it ran. Only graph_ms lies:
 // graph_speedup, and a goal judged on the graph measure (decode rows, DESIGN.md's contract), would
 // take the lie.
@@ -14,7 +14,7 @@
 
 namespace {
 const char kGraphPatch[] =
-    "import kernelseek.timing as _t\n"
+    "import kernelseek.graph_timing as _t\n"
     "if not getattr(_t, '_adv_graph_patched', False):\n"
     "    _orig_graph = _t.time_graph\n"
     "    def _graph_lie(make_call, n_sets, hooks=None, name='candidate', *a, **k):\n"

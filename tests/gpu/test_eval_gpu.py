@@ -32,3 +32,18 @@ def test_a_row_no_named_baseline_computes_is_na_with_each_reason(tmp_path):
     (r,) = rows
     assert r.status == "passed" and r.time_ms and r.speedup is None
     assert "cudnn" in r.baselines_declined and "baseline worker" not in r.baselines_declined, r.baselines_declined
+
+
+def test_graph_rounds_alternate_and_replace_the_solo_graph_times(tmp_path):
+    """--graph-rounds on the H200: the candidate's and each graphed baseline's kept graphs are replayed
+    again in rounds; graph_ms is their median, the solo median stays as graph_solo_ms."""
+    from kernelseek.evaluate import evaluate
+    _run, rows, meta = evaluate("kernels/naive_fwd.cu", "smoke", "cudnn", runs_dir=str(tmp_path), budget_s=0.05,
+                                progress=False, graph=True, graph_rounds=2)
+    assert meta["graph_rounds"] == 2
+    rounded = [r for r in rows if r.corroboration.get("graph_rounds", {}).get("replays")]
+    assert rounded, [(r.scenario, r.graph_note, r.corroboration.get("graph_rounds")) for r in rows]
+    for r in rounded:
+        g = r.corroboration["graph_rounds"]
+        assert g["rounds"] == 2 and g["order"][0] == "candidate" and r.graph_ms > 0
+        assert g["solo_ms"]["candidate"] > 0 and r.baselines[g["order"][1]]["graph_solo_ms"] > 0

@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run through the device tool)")]
 
-from kernelseek import baselines, timing  # noqa: E402
+from kernelseek import baselines, graph_timing, timing  # noqa: E402
 from kernelseek.check import check_output  # noqa: E402
 from kernelseek.inputs import make_inputs  # noqa: E402
 from kernelseek.reference import attention_ref  # noqa: E402
@@ -70,7 +70,7 @@ def test_baseline_graph_replay_matches_eager(name):
 
     def make_call(_h):
         return lambda i: outs.append(bound.call())
-    ms, p10, p90 = timing.time_graph(make_call, 1, replays=3, name=name)
+    ms, p10, p90 = graph_timing.time_graph(make_call, 1, replays=3, name=name)
     assert 0 < p10 <= ms <= p90
     got, _ = bound.result(outs[-1])                # the captured call's output, after the last replay
     assert torch.allclose(got.float(), eager.float(), atol=2e-3, rtol=0), (got.float() - eager.float()).abs().max()

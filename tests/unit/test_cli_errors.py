@@ -54,6 +54,7 @@ CASES: dict[str, list] = {
              (["eval", K, "--baseline", "{T}/none.cu"], 2, "none.cu: not found"),
              (["eval", K, "--timeout", "-5"], 2, "--timeout -5.0"),
              (["eval", K, "--timeout", "abc"], 2, "argument --timeout: invalid float value"),
+             (["eval", K, "--graph", "--graph-rounds", "99"], 2, "--graph-rounds 99: expected a whole number from 0 to 20"),
              (["eval", K, "--scenarios", "zzz_nothing"], 2, "zzz_nothing"),
              (["eval", K, "--define", "1X=2"], 2, "build define '1X'"),
              (["eval", "{T}/emptydir"], 2, "kernel folder {T}/emptydir: no emptydir/emptydir.cu")],

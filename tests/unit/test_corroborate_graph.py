@@ -7,47 +7,25 @@ pipes, the real WorkerPair, results on disk and the real goal judge."""
 from __future__ import annotations
 
 import sys
-import textwrap
 from pathlib import Path
 
 import pytest
 
 from kernelseek import corroborate as CO
-from kernelseek import evaluate as E
 from kernelseek import goal as G
 from kernelseek import results as R
 from kernelseek import timing
 from kernelseek.scenarios import Scenario
 
-REPO = Path(__file__).resolve().parents[2]
-STANDIN = [sys.executable, str(REPO / "tests" / "fixtures" / "worker" / "standin_worker.py")]
-NAIVE = REPO / "kernels" / "naive_fwd.cu"
-
-GRID = textwrap.dedent("""\
-    grid: standin
-    defaults: {dtype: bf16, batch: 1, seqlen_q: 128, seqlen_k: 128, heads_q: 4, heads_kv: 2, head_dim: 64}
-    scenarios:
-    - {name: ok_honest}
-    - {name: graphliar_tenfold}
-    - {name: graphcount_inflated}
-    - {name: graphnocap_refuses}
-    - {name: slowkernel_forged}
-    - {name: strtimes_forged}
-""")
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "fixtures" / "worker"))
+from standin_eval import NAIVE, evaluate  # noqa: E402
 
 
 @pytest.fixture(scope="module")
 def graph_run(tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("graph")
-    grid = tmp / "g.yaml"
-    grid.write_text(GRID)
-    mp = pytest.MonkeyPatch()
-    mp.setenv("KSEEK_CACHE_DIR", str(tmp / "cache"))
-    try:
-        run, rows, meta = E.evaluate(str(NAIVE), str(grid), baseline="cudnn", timeout_s=30.0, budget_s=0.1,
-                                     runs_dir=str(tmp / "runs"), progress=False, worker_cmd=STANDIN, graph=True)
-    finally:
-        mp.undo()
+    run, rows, meta = evaluate(tmp_path_factory.mktemp("graph"), (
+        "ok_honest", "graphliar_tenfold", "graphcount_inflated", "graphnocap_refuses", "slowkernel_forged",
+        "strtimes_forged"), graph=True)
     return run, {r.scenario: r for r in rows}
 
 
