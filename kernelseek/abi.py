@@ -81,6 +81,9 @@ class KseekParams(ctypes.Structure):
 _P = ctypes.POINTER(KseekParams)
 
 
+PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8", 4: "mixed"}  # kseek.h; 4: decode + prefill
+
+
 class KernelLib:
     """A loaded kernel library: fwd(params, stream) -> status, workspace_bytes(params), name()."""
 
@@ -98,6 +101,9 @@ class KernelLib:
         self._name = getattr(self.dll, "kseek_name", None)
         if self._name is not None:
             self._name.argtypes, self._name.restype = [], ctypes.c_char_p
+        self._path = getattr(self.dll, "kseek_last_path", None)
+        if self._path is not None:
+            self._path.argtypes, self._path.restype = [], ctypes.c_int
 
     def fwd(self, params: KseekParams, stream: int | None = 0) -> int:
         """Launch on `stream` (a cudaStream_t as an int; 0 = the legacy default stream)."""
@@ -105,6 +111,14 @@ class KernelLib:
 
     def workspace_bytes(self, params: KseekParams) -> int:
         return int(self._ws(ctypes.byref(params))) if self._ws is not None else 0
+
+    def last_path(self) -> str | None:
+        """The kernel's word on which path its last kseek_fwd took (kseek.h's optional kseek_last_path,
+        fa3_hopper's codes as PATH_NAMES; another code as "code N"); None when it does not say."""
+        if self._path is None:
+            return None
+        code = int(self._path())
+        return PATH_NAMES.get(code, f"code {code}") if code >= 0 else None
 
     def name(self) -> str:
         raw = self._name() if self._name is not None else None

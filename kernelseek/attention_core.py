@@ -24,7 +24,7 @@ from .inputs import Inputs
 from .paths import KERNELS
 
 DEFAULT_KERNEL = KERNELS / "fa3_hopper"
-PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8", 4: "mixed"}  # 4: decode + prefill
+PATH_NAMES = abi.PATH_NAMES
 RECORD: dict = {"steps": [], "paths": []}
 PATH_COUNTS: Counter = Counter()
 _LIBS: dict[str, object] = {}
@@ -203,8 +203,7 @@ def _run_kernel(c: Core):
                                   f"({call})") from e
     except abi.LaunchError as e:
         raise RuntimeError(f"kernelseek.attention: {e}") from e
-    getter = getattr(lib.dll, "kseek_last_path", None)
-    path = PATH_NAMES.get(int(getter()), "unknown") if getter is not None else "unknown"
+    path = lib.last_path() or "unknown"
     RECORD["paths"].append(path)
     PATH_COUNTS[path] += 1
     return o, lse

@@ -57,7 +57,8 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     failed with the reason. The flag (`suspicious`) is for the merely surprising: a speedup above
     SUSPICIOUS_SPEEDUP against the best baseline in wall-clock and device time alike. Measured
     ceilings play no part here (they are information: bounds.py)."""
-    row = R.Row(scenario=s.name, row=s.row, grid=grid, features=s.features(), flops=s.flops(),
+    path = {"path": reply["path"]} if reply.get("path") else {}   # the kernel's word: triage groups by it
+    row = R.Row(scenario=s.name, row=s.row, grid=grid, features={**s.features(), **path}, flops=s.flops(),
                 min_bytes=s.min_bytes())
     row.status = reply.get("status", "error")
     row.reason = reply.get("reason", "")

@@ -22,9 +22,10 @@ from kernelseek.rows import as_rows
 # ---- a kernel's versions -----------------------------------------------------------------------
 # KSEEK_* settings that belong to the harness or to a baseline, not to the kernel (a run with any other
 # KSEEK_* set, e.g. KSEEK_FA3_BN, measured a variant of its kernel). KSEEK_FLASHINFER_JIT and
-# KSEEK_FA3_LIB choose how a baseline loads; KSEEK_TIMING_CPU the CPU that times; KSEEK_RUNCHECK the check.
+# KSEEK_FA3_LIB choose how a baseline loads; KSEEK_TIMING_CPU the CPU that times; KSEEK_RUNCHECK the check;
+# KSEEK_BUNDLED that tools/bundle.sh packs a device call's outputs.
 HARNESS_ENV = {"KSEEK_GIT_REV", "KSEEK_CACHE_DIR", "KSEEK_CEILINGS_DIR", "KSEEK_NVCC", "KSEEK_ADVERSARIAL_OUT",
-               "KSEEK_FLASHINFER_JIT", "KSEEK_FA3_LIB", "KSEEK_TIMING_CPU", "KSEEK_RUNCHECK"}
+               "KSEEK_FLASHINFER_JIT", "KSEEK_FA3_LIB", "KSEEK_TIMING_CPU", "KSEEK_RUNCHECK", "KSEEK_BUNDLED"}
 
 
 def is_variant(meta: dict) -> bool:

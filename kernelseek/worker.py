@@ -251,6 +251,7 @@ def _check_candidate(job: _Job, kernel_so: str, out: dict, guard):
     try:
         with guard.window():
             abi.launch(lib, job.s, job.inp, o, lse)
+            out["path"] = lib.last_path()             # the kernel's word (kseek.h), for triage only
         failure = None
     except abi.LaunchError as e:
         failure = str(e)

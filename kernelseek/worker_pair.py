@@ -21,11 +21,13 @@ through the defence's refresh and flush before every batch.
 """
 from __future__ import annotations
 
+import re
 import shutil
 
 from . import corroborate as CO
 from . import graph_timing as GT
 
+PATH_RE = re.compile(r"[a-z0-9_ +-]{1,24}")   # the kernel's path label (abi.KernelLib.last_path)
 ROUND_REPLAYS = 5        # timed replays per implementation per round (--graph-rounds)
 
 
@@ -271,6 +273,8 @@ def _numbers_only(reply: dict) -> dict:
         reply[k] = None
         if reply.get("status") in ("passed", "failed"):
             _fail(reply, f"the candidate's worker replied: {why}")
+    if reply.get("path") is not None and not (isinstance(reply["path"], str) and PATH_RE.fullmatch(reply["path"])):
+        reply["path"] = "unreadable"                     # a label for triage only: never judged
     return reply
 
 

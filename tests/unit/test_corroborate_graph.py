@@ -109,3 +109,11 @@ def test_accounting_is_the_same_rule_in_the_worker_and_the_parent():
         _check_accounting(timing.Timing(time_ms, 1.9, 2.1, kernel_ms, 0.01, sync_ms, 10, 2), out)
         assert out["status"] == ("failed" if want else "passed") and out["reason"] == why
     assert CO.accounting(2.0, 2.5 + 0.004, 2.0) == "" and CO.accounting(2.0, 2.5 + 0.006, 2.0)   # 1.25x + 0.005
+
+
+def test_the_kernels_path_label_reaches_triage_and_a_forged_one_is_replaced(graph_run):
+    from kernelseek.triage import group_table
+    _, rows = graph_run
+    assert rows["ok_honest"].features["path"] == "prefill"
+    assert rows["strtimes_forged"].features["path"] == "unreadable"      # an object, not a label
+    assert "path" in set(group_table(list(rows.values()))["feature"])
