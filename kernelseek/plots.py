@@ -307,7 +307,8 @@ def history_plot(hist: pd.DataFrame, title: str | None = None, meta: dict | None
         ax.plot(list(clipped), [floor * 1.03] * len(clipped), ls="none", marker="$\u2193$", color="black",
                 markersize=9)
     log_ticks(ax, lo, hi)
-    ax.set_xticks(x, [f"{v}\n({n})" for v, n in zip(hist["version"], hist["runs"])], fontsize=8)
+    ax.set_xticks(x, [f"{v}\n({n})" for v, n in zip(hist["version"], hist["runs"])], fontsize=8,
+                  rotation=30 if len(x) > 12 else 0)   # long labels (v12peers) overlap upright
     note = "; ".join(f"{hist['version'].iloc[i]}: " + ", ".join(f"{c} {v:.2f}" for v, c in low)
                      for i, low in clipped.items())
     ax.set_xlabel("kernel version, in the order first run (number of runs)"
