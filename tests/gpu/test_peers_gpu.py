@@ -7,7 +7,7 @@ torch = pytest.importorskip("torch")
 pytestmark = [pytest.mark.gpu,
               pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (run through the device tool)")]
 
-from kernelseek import baselines, graph_timing, timing  # noqa: E402
+from kernelseek import baselines, graph_timing  # noqa: E402
 from kernelseek.check import check_output  # noqa: E402
 from kernelseek.inputs import make_inputs  # noqa: E402
 from kernelseek.reference import attention_ref  # noqa: E402
