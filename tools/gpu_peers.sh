@@ -8,7 +8,9 @@
 #   stage1   carry .whl .fa3 .fi-a   FA3 unpacked (~1 s), FlashInfer's first half + deps collected
 #            (stage1 again, carrying .whl .fi-d, when more prebuilt modules are kept in .fi-d/aot than fit
 #            beside .fi-b and .fi-c: they are collected now and dropped in by stage2)
-#   stage2   carry .whl .fi-b .fi-c  FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
+#   stage2   carry .whl .fi-b .fi-c  (over 64 MiB once the repository passed ~19 MB, session 11: then twice,
+#                                    FI_BUILD_S=1 carrying .fi-b alone, then carrying .fi-c .whl)
+#                                    FlashInfer assembled, unpacked, imported; prebuilt modules (.fi-c) dropped
 #                                    in; the modules the flashinfer adapter asks for on bench26/production that .fi-c
 #                                    lacks are compiled in order of use (`python3 tools/flashinfer_aot.py --list`:
 #                                    FA3 hd64, hd128, hd256, FA2 hd128 for decode, FA3 window, softcap), 2 at a time on 16
@@ -30,6 +32,8 @@
 # .fa4-b, .fa4-c in turn, before `bench`; tools/site.sh then puts it on PYTHONPATH and `best` includes it.
 # It compiles per shape (seconds each) on first use, on every grid (210 shapes on hopper): it costs device
 # time well beyond its three calls, so leave it out when time is short (its numbers are in ../shared/reference).
+# Session 11's full staging on a fresh machine (FA3, FlashInfer with its 6 prebuilt modules, FA4): 7 calls,
+# about 2.5 minutes including the machine's start; then `fa4c fiwarm bench` in one call.
 # Each phase packs the run dirs it made into $OUT/peers-<phase>-<HHMMSS>.tgz and prints a short table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
