@@ -7,7 +7,8 @@
 //     extern "C" const char* kseek_name(void);
 //     extern "C" int kseek_last_path(void);   // which path the last kseek_fwd took (kernel-defined
 //                                             // codes; fa3_hopper: 0 fallback, 1 decode, 2 prefill,
-//                                             // 3 fp8 prefill, 4 decode + prefill in one call);
+//                                             // 3 fp8 prefill, 4 decode + prefill in one call,
+//                                             // 5 pages copied to a dense cache, then a fast path);
 //                                             // kernelseek.attention records it
 // kseek_fwd launches asynchronously on `stream` and returns KSEEK_OK, or an error code for a
 // combination it does not support (never a crash, never a wrong answer). The harness owns all

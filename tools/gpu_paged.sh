@@ -14,6 +14,8 @@
 #   GPU (any variant, carry .whl .kseek-cache .fa3, both builds prebuilt here):
 #       DEF=NAME=VALUE GRID=production SCEN=11-17 bash tools/gpu_paged.sh ab    (~4 x 30-60 s)
 #   GPU (carry .fa3tests too):  bash tools/gpu_paged.sh d    ncu on p05/p06, then FA3's forward tests
+#   GPU (carry .whl .kseek-cache .fa3, the default and the KSEEK_FA3_PAGE_GATHER=1 builds prebuilt here):
+#       bash tools/gpu_paged.sh gather   the page-gather variant: 102 paged/decode hopper rows checked, 12 timed (~450 s)
 # Everything lands in $OUT/bundle.tgz; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -77,6 +79,27 @@ ab)  # any build variant against the default, A B B A on one machine: DEF=NAME=V
     timeout 110 python3 -m kernelseek eval kernels/fa3_hopper --grid "${GRID:-production}" --scenarios "$SCEN" \
       --baseline "${BASE:-fa3}" --graph "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/ab_${n}_$cfg.txt" 2>&1
     grep -E "correct|^ +[0-9]+ " "$OUT/ab_${n}_$cfg.txt" | tail -12
+  done
+  ;;
+gather)  # -DKSEEK_FA3_PAGE_GATHER=1 (NOTES session 11, v13d): every paged/decode hopper row checked with it
+    # (path recorded per row), then 12 of the 54 rows that ran naive at c8cb9ac timed off / on against FA3
+  ks build kernels/fa3_hopper --define KSEEK_FA3_PAGE_GATHER=1 > "$OUT/build_variant.txt" 2>&1; tail -2 "$OUT/build_variant.txt"
+  log "hopper paged_,decode_ check-only with the gather"
+  timeout 150 python3 -m kernelseek eval kernels/fa3_hopper --grid hopper --scenarios paged_,decode_ --check-only \
+    --define KSEEK_FA3_PAGE_GATHER=1 --no-progress --runs-dir /tmp/paged_runs > "$OUT/gather_check.txt" 2>&1
+  echo "rc=$?"; summ "$OUT/gather_check.txt" 4
+  G12=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d192_fp8_full_mqa_b1q2048c2048p16_plain
+  G12=$G12,paged_d256_fp8_causal_gqa4_b2q1000c1500p256_plain,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
+  G12=$G12,paged_d96_fp8_swa511_gqa4_b2q1000c1500p256_plain,decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain
+  G12=$G12,decode_d64_fp8_page128_q1_gqa8_b4c4096s3_plain,decode_d192v128_fp8_page128_q4causal_gqa8_b6c1500lps3_plain
+  G12=$G12,paged_d128_bf16_full_mqa_b4q300c640p1_cap50,paged_d256_bf16_causal_gqa2_b4q300c640p1_cap30
+  G12=$G12,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain,paged_d192_fp16_full_mha_b3q128c777p64lp_plain
+  for cfg in off on; do
+    def=(); [ $cfg = on ] && def=(--define KSEEK_FA3_PAGE_GATHER=1)
+    log "12 rows vs fa3 (graph), gather $cfg"
+    timeout 170 python3 -m kernelseek eval kernels/fa3_hopper --grid hopper --scenarios "$G12" --baseline fa3 --graph \
+      "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/gather_$cfg.txt" 2>&1
+    grep -E "correct|^ +[0-9]+ " "$OUT/gather_$cfg.txt" | tail -14
   done
   ;;
 d)  # Nsight Compute on p05 (contiguous) and p06 (page 16): what limits the paged prefill (NOTES v13c),

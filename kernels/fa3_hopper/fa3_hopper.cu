@@ -10,7 +10,9 @@
 //   2. bf16/fp16 prefill (prefill_*.cuh): dense, varlen or paged KV, head dims (64, 64), (96, 96),
 //      (128, 128), (192, 128), (192, 192), (256, 256);
 //   3. fp8 e4m3 prefill (prefill_fp8.cuh), same head dims, bf16 out;
-//   4. the naive fallback (../naive_core.cuh): everything else.
+//   4. the naive fallback (../naive_core.cuh): everything else; built with -DKSEEK_FA3_PAGE_GATHER=1,
+//      a paged call that paths 1-3 cannot read in place is first copied to a dense cache in the
+//      workspace and run on them (page_gather.cuh).
 // Built with -DKSEEK_FA3_FORCE_FALLBACK=1, every call takes the fallback (variants.cuh).
 #include "../kseek.h"
 #include "../naive_core.cuh"
@@ -20,6 +22,9 @@
 #include "decode.cuh"
 #include "prefill_fp8.cuh"
 #include "prefill_host.cuh"
+#if KSEEK_FA3_PAGE_GATHER
+#include "page_gather.cuh"
+#endif
 
 namespace fa3 {
 
@@ -202,16 +207,14 @@ inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only
 
 namespace fa3 {
 // Which path the last kseek_fwd on this process launched (kseek_last_path): 0 the naive fallback,
-// 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, 4 decode + prefill (a mixed call), -1 none
-// yet. Host-only bookkeeping.
+// 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, 4 decode + prefill (a mixed call), 5 a paged
+// cache copied to a dense one, then a fast path (KSEEK_FA3_PAGE_GATHER), -1 none yet. Host-only bookkeeping.
 inline int g_last_kind = -1;
 }
 
-extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
-  if (const int st = naive::check_params(p); st != KSEEK_OK) return st;
-  if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
-
 #if !KSEEK_FA3_FORCE_FALLBACK
+// Paths 1-3 for one call: a kseek_status, or -1 when none of them takes it.
+static int run_fast(const kseek_params* p, cudaStream_t stream) {
   if (use_decode(p)) {  // paged KV, or dense decode (a few query rows per KV head)
     fa3::g_last_path = 1;
     fa3::g_last_kind = 1;
@@ -231,10 +234,49 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
     r = fa3::f8::fwd(p, stream);  // fp8 e4m3 (-1 for anything it does not take)
     fa3::g_last_kind = 3;
   }
-  if (r >= 0) {
-    fa3::g_last_path = 1;
-    return r;
-  }
+  if (r >= 0) fa3::g_last_path = 1;
+  return r;
+}
+
+// The workspace paths 1-3 need for a call.
+static size_t fast_workspace(const kseek_params* p) {
+  if (use_decode(p)) return dec::workspace_bytes(p);
+  if (use_mixed(p)) return mixed_ids_bytes(p) + dec::workspace_bytes(p);
+  return 0;
+}
+
+#if KSEEK_FA3_PAGE_GATHER
+// A paged call none of paths 1-3 reads in place, whose dense copy one of them takes (page_gather.cuh).
+static bool use_gather(const kseek_params* p) {
+  if (!pg::copyable(p) || use_decode(p) || use_mixed(p) || fa3::fast_ok(p) || fa3::f8::fast_ok(p)) return false;
+  const kseek_params d = pg::dense_view(p, reinterpret_cast<char*>(uintptr_t{256}), 0);  // aligned stand-in
+  return use_decode(&d) || use_mixed(&d) || fa3::fast_ok(&d) || fa3::f8::fast_ok(&d);
+}
+
+// The copy, then the call over it: a kseek_status, or -1 to fall back (nothing launched yet).
+static int run_gathered(const kseek_params* p, cudaStream_t stream) {
+  if (!use_gather(p) || !p->workspace || p->workspace_bytes < pg::bytes(p) ||
+      (reinterpret_cast<uintptr_t>(p->workspace) & 255))
+    return -1;
+  const kseek_params d = pg::dense_view(p, static_cast<char*>(p->workspace), p->workspace_bytes);
+  if (const int st = pg::launch(p, &d, stream); st != KSEEK_OK) return st;
+  const int r = run_fast(&d, stream);
+  if (r >= 0) fa3::g_last_kind = 5;
+  return r;  // (-1: the fallback writes every row; the copy it leaves is harmless)
+}
+#endif
+#endif  // !KSEEK_FA3_FORCE_FALLBACK
+
+extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
+  if (const int st = naive::check_params(p); st != KSEEK_OK) return st;
+  if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
+
+#if !KSEEK_FA3_FORCE_FALLBACK
+  int r = run_fast(p, stream);
+#if KSEEK_FA3_PAGE_GATHER
+  if (r < 0) r = run_gathered(p, stream);
+#endif
+  if (r >= 0) return r;
 #endif
   fa3::g_last_path = 0;
   fa3::g_last_kind = 0;
@@ -251,9 +293,13 @@ extern "C" size_t kseek_workspace_bytes(const kseek_params* p) {
   return 0;
 #else
   if (!p || p->abi_version != KSEEK_ABI_VERSION) return 0;
-  if (use_decode(p)) return dec::workspace_bytes(p);
-  if (use_mixed(p)) return mixed_ids_bytes(p) + dec::workspace_bytes(p);
-  return 0;
+#if KSEEK_FA3_PAGE_GATHER
+  if (use_gather(p)) {
+    const kseek_params d = pg::dense_view(p, reinterpret_cast<char*>(uintptr_t{256}), 0);
+    return pg::bytes(p) + fast_workspace(&d);
+  }
+#endif
+  return fast_workspace(p);
 #endif
 }
 

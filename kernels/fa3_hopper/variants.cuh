@@ -32,6 +32,10 @@
 //                                  j's page id and issues its TMA (warp; never run on a GPU yet). (A
 //                                  third value, smem: ids by cp.async into shared memory, measured no
 //                                  change at aa20ca6 and was removed: NOTES v13c.)
+//   -DKSEEK_FA3_PAGE_GATHER=0|1    a paged call no fast path reads in place (fp8 K/V, page sizes not a
+//                                  multiple of 8, paged left padding): 0 (default) the naive fallback;
+//                                  1: copy its pages to a dense K/V in the workspace and run a fast path
+//                                  over that (page_gather.cuh; session 11, never run on a GPU yet)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -62,6 +66,9 @@
 #endif
 #ifndef KSEEK_FA3_DECODE_SPLITS
 #define KSEEK_FA3_DECODE_SPLITS model
+#endif
+#ifndef KSEEK_FA3_PAGE_GATHER
+#define KSEEK_FA3_PAGE_GATHER 0
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -103,6 +110,8 @@ enum DecodeSplits { decsplits_model, decsplits_ragged };
 constexpr DecodeSplits kDecodeSplits = FA3_PASTE(decsplits_, KSEEK_FA3_DECODE_SPLITS);
 constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
 static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
+
+static_assert(KSEEK_FA3_PAGE_GATHER == 0 || KSEEK_FA3_PAGE_GATHER == 1, "KSEEK_FA3_PAGE_GATHER must be 0 or 1");
 
 }  // namespace build
 }  // namespace fa3

@@ -37,3 +37,22 @@ def test_folder_variant_through_the_worker(tmp_path):
     assert all(r.status == "error" and "status 1" in r.reason for r in var), [(r.scenario, r.reason) for r in var]
     assert (pmeta["build_defines"], vmeta["build_defines"]) == ({}, {"NV_REFUSE": "1"})
     assert pmeta["kernel_sha256"] == vmeta["kernel_sha256"]
+
+
+def test_page_gather_takes_every_paged_row_off_the_naive_fallback(tmp_path):
+    """-DKSEEK_FA3_PAGE_GATHER=1 (kernels/fa3_hopper/page_gather.cuh, session 11): the hopper grid's paged
+    rows that no fast path reads in place (fp8 K/V, page size 1, paged left padding; all of them ran on the
+    naive fallback at c8cb9ac) are copied to a dense cache and run on a fast path, correctly."""
+    from kernelseek.evaluate import evaluate
+    from kernelseek.scenarios import load_grid
+    hard = {s.name for s in load_grid("hopper")
+            if s.paged and (s.dtype == "fp8" or s.page_size % 8 or s.leftpad is not None)}
+    _, rows, meta = evaluate("kernels/fa3_hopper", "hopper", "best", scenarios="paged_,decode_",
+                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False,
+                             defines={"KSEEK_FA3_PAGE_GATHER": 1})
+    assert meta["build_defines"] == {"KSEEK_FA3_PAGE_GATHER": "1"}
+    assert all(r.status == "passed" for r in rows), [(r.scenario, r.reason[:200]) for r in rows if r.status != "passed"]
+    paths = {r.scenario: r.features.get("path") for r in rows}
+    assert len(hard) == 54 and hard <= set(paths)
+    assert not [n for n in hard if paths[n] == "naive"], {n: paths[n] for n in hard}
+    assert "gather" in {paths[n] for n in hard}

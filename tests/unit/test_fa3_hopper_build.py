@@ -72,7 +72,24 @@ def test_fallback_variant_builds_only_the_fallback(tmp_path_factory):
                                     for n in names), names
 
 
+def test_page_gather_variant_adds_only_the_copy_kernel(built, tmp_path_factory):
+    """-DKSEEK_FA3_PAGE_GATHER=1 (page_gather.cuh): the default build has no copy kernel; the variant
+    has it, and otherwise the same kernels, with no new spills (its dispatch change is host code)."""
+    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_PAGE_GATHER=1"],
+                 cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
+    assert r.ok, r.log[-3000:]
+    assert constraints.check_binary(r.so_path).ok
+    base = {k["demangled"]: k for k in built.ptxas}
+    var = {k["demangled"]: k for k in r.ptxas}
+    assert not any("gather_pages" in n for n in base)
+    assert set(var) - set(base) == {"pg::gather_pages(pg::Args)"}, set(var) ^ set(base)
+    g = var["pg::gather_pages(pg::Args)"]
+    assert g["spill_stores_bytes"] == g["spill_loads_bytes"] == 0
+    assert all(var[n]["spill_stores_bytes"] == base[n]["spill_stores_bytes"] for n in base)
+
+
 @pytest.mark.parametrize("flag, says", [("-DKSEEK_FA3_BN=100", "KSEEK_FA3_BN must be"),
+                                        ("-DKSEEK_FA3_PAGE_GATHER=2", "KSEEK_FA3_PAGE_GATHER must be"),
                                         ("-DKSEEK_FA3_VARIANT=3", "KSEEK_FA3_VARIANT must be"),
                                         ("-DKSEEK_FA3_SCHED=fast", "sched_fast")])
 def test_a_bad_variant_value_fails_to_build_naming_it(tmp_path, flag, says):

@@ -1,0 +1,142 @@
+// page_gather.cuh: paged calls that no fast path reads in place, copied to a dense cache first
+// (build variant -DKSEEK_FA3_PAGE_GATHER=1, variants.cuh; off by default, where such calls take the
+// naive fallback). Which calls: fp8 K/V over pages (the fp8 producer reads dense or packed keys only),
+// and bf16/fp16 prefill over pages whose size is not a multiple of 8 or with left padding
+// (prefill_host.cuh's pages_ok). On the hopper grid those ran at 0.007-0.42x of FA3 (session 11).
+//
+// The rows of each sequence's logical cache (positions 0 <= j < Sk, kseek.h) go to a dense
+// K [B, Sk, Hkv, D] and V [B, Sk, Hkv, Dv] at the start of the workspace: the used keys
+// (leftpad_b <= j < end_b) copied from their pages, every other row zero (a dense path reads whole
+// tiles and multiplies masked keys' V by P = 0: a NaN left in the workspace would survive that).
+// The call then runs as a dense-cache call (same seqused_k, leftpad_k, descales) on whichever fast
+// path takes it; the rest of the workspace is that path's. Cost: one more read and write of the cache
+// rows, about 3x the bytes of reading the pages in place.
+#pragma once
+#include <cstdint>
+
+#include "../kseek.h"
+
+namespace pg {
+
+struct Args {
+  const char* k;
+  const char* v;
+  char* k2;                        // dense copies (workspace)
+  char* v2;
+  const int32_t* pt;
+  const int32_t* seqused;
+  const int32_t* leftpad;
+  int64_t pt_stride;
+  int64_t k_page, k_row, k_head;   // source strides, bytes
+  int64_t v_page, v_row, v_head;
+  int page_size, seqlen_k, hkv;
+  int k_chunks, v_chunks;          // 16-byte chunks per K row and per V row of one head
+};
+
+// One CTA per (page slot s, sequence b): logical rows [s * page_size, (s + 1) * page_size) of b's
+// cache, clipped to Sk. Used rows are copied, the others zeroed; a slot with no used row reads no page id.
+__global__ void __launch_bounds__(256) gather_pages(const Args a) {
+  const int s = blockIdx.x, b = blockIdx.y;
+  const int r0 = s * a.page_size;
+  const int r1 = min(a.seqlen_k, r0 + a.page_size);
+  if (r0 >= r1) return;
+  const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
+  const int lp = a.leftpad ? a.leftpad[b] : 0;
+  const bool any = max(lp, r0) < min(end, r1);
+  const int64_t page = any ? a.pt[(int64_t)b * a.pt_stride + s] : 0;
+  const int rows = r1 - r0;
+  for (int half = 0; half < 2; ++half) {                   // K, then V
+    const int nc = half ? a.v_chunks : a.k_chunks;
+    const char* src = half ? a.v : a.k;
+    char* dst = half ? a.v2 : a.k2;
+    const int64_t sp = half ? a.v_page : a.k_page, sr = half ? a.v_row : a.k_row, sh = half ? a.v_head : a.k_head;
+    const int64_t n = (int64_t)rows * a.hkv * nc;
+    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+      const int c = (int)(i % nc);
+      const int64_t t = i / nc;
+      const int h = (int)(t % a.hkv);
+      const int j = r0 + (int)(t / a.hkv);
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (j >= lp && j < end)
+        x = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j - r0) * sr + h * sh) + c);
+      reinterpret_cast<uint4*>(dst + (((int64_t)b * a.seqlen_k + j) * a.hkv + h) * nc * 16)[c] = x;
+    }
+  }
+}
+
+inline int esize(const kseek_params* p) { return p->dtype == KSEEK_FP8_E4M3 ? 1 : 2; }
+inline size_t round256(size_t x) { return (x + 255) / 256 * 256; }
+inline size_t k_bytes(const kseek_params* p) {
+  return round256((size_t)p->batch * p->seqlen_k * p->heads_kv * p->head_dim * esize(p));
+}
+inline size_t v_bytes(const kseek_params* p) {
+  return round256((size_t)p->batch * p->seqlen_k * p->heads_kv * p->head_dim_v * esize(p));
+}
+inline size_t bytes(const kseek_params* p) { return k_bytes(p) + v_bytes(p); }
+
+// Can the pages be copied with 16-byte loads and stores? (Every head dim of the fast paths is a
+// multiple of 16 bytes per row; the source strides and pointers must keep that alignment.)
+inline bool copyable(const kseek_params* p) {
+  if (!p->page_table || p->cu_seqlens_k || p->page_size <= 0 || p->page_table_stride <= 0) return false;
+  if (p->seqlen_k <= 0 || p->batch <= 0 || p->batch > 65535 || p->heads_kv <= 0) return false;
+  const int64_t es = esize(p);
+  if ((p->head_dim * es) % 16 || (p->head_dim_v * es) % 16) return false;
+  const int64_t strides[6] = {p->k_batch_stride, p->k_row_stride, p->k_head_stride,
+                              p->v_batch_stride, p->v_row_stride, p->v_head_stride};
+  for (int64_t st : strides)
+    if ((st * es) % 16) return false;
+  return (reinterpret_cast<uintptr_t>(p->k) & 15) == 0 && (reinterpret_cast<uintptr_t>(p->v) & 15) == 0;
+}
+
+// The call over the dense copies at `ws` (the fast path's own workspace after them).
+inline kseek_params dense_view(const kseek_params* p, char* ws, size_t ws_bytes) {
+  kseek_params d = *p;
+  const int64_t hk = p->heads_kv;
+  d.k = ws;
+  d.v = ws + k_bytes(p);
+  d.k_head_stride = p->head_dim;
+  d.k_row_stride = hk * p->head_dim;
+  d.k_batch_stride = (int64_t)p->seqlen_k * hk * p->head_dim;
+  d.v_head_stride = p->head_dim_v;
+  d.v_row_stride = hk * p->head_dim_v;
+  d.v_batch_stride = (int64_t)p->seqlen_k * hk * p->head_dim_v;
+  d.page_table = nullptr;
+  d.page_table_stride = 0;
+  d.page_size = 0;
+  d.num_pages = 0;
+  d.total_k = 0;
+  const size_t g = bytes(p);
+  d.workspace = ws_bytes > g ? ws + g : nullptr;
+  d.workspace_bytes = ws_bytes > g ? ws_bytes - g : 0;
+  return d;
+}
+
+// The copy on `stream`; KSEEK_OK or KSEEK_ERR_CUDA.
+inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t stream) {
+  const int64_t es = esize(p);
+  Args a;
+  a.k = static_cast<const char*>(p->k);
+  a.v = static_cast<const char*>(p->v);
+  a.k2 = static_cast<char*>(const_cast<void*>(d->k));
+  a.v2 = static_cast<char*>(const_cast<void*>(d->v));
+  a.pt = p->page_table;
+  a.seqused = p->seqused_k;
+  a.leftpad = p->leftpad_k;
+  a.pt_stride = p->page_table_stride;
+  a.k_page = p->k_batch_stride * es;
+  a.k_row = p->k_row_stride * es;
+  a.k_head = p->k_head_stride * es;
+  a.v_page = p->v_batch_stride * es;
+  a.v_row = p->v_row_stride * es;
+  a.v_head = p->v_head_stride * es;
+  a.page_size = p->page_size;
+  a.seqlen_k = p->seqlen_k;
+  a.hkv = p->heads_kv;
+  a.k_chunks = (int)(p->head_dim * es / 16);
+  a.v_chunks = (int)(p->head_dim_v * es / 16);
+  const dim3 grid((unsigned)((p->seqlen_k + p->page_size - 1) / p->page_size), (unsigned)p->batch);
+  gather_pages<<<grid, 256, 0, stream>>>(a);
+  return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
+}
+
+}  // namespace pg
