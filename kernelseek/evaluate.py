@@ -63,7 +63,7 @@ def make_row(s: Scenario, grid: str, reply: dict, lines: "peaks.Lines | None" = 
     row.status = reply.get("status", "error")
     row.reason = reply.get("reason", "")
     for k in ("max_err", "ref_err", "err_bound", "err_ratio", "lse_err", "time_ms", "time_p10_ms",
-              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms"):
+              "time_p90_ms", "kernel_ms", "host_ms", "sync_ms", "graph_ms", "graph_p10_ms"):
         setattr(row, k, reply.get(k))
     row.graph_note = reply.get("graph_note") or ""
     row.runcheck = reply.get("runcheck") or ""

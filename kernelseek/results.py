@@ -42,6 +42,7 @@ class Row:
     host_ms: float | None = None        # host wall time per call (launch + host work)
     sync_ms: float | None = None        # host wall per call until the whole device is idle
     graph_ms: float | None = None       # per call in CUDA-graph replay (eval --graph), content refreshed
+    graph_p10_ms: float | None = None   # its fastest replays (p10; absent before session 11)
     graph_note: str = ""                # why the candidate has no graph time (its calls could not be captured)
     # baseline
     baseline: str | None = None         # winning baseline's name

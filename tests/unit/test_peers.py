@@ -300,3 +300,27 @@ def test_production_rows_run_through_the_reference_at_tiny_size(s):
     olp, _ = attention_ref(t, inp, "lowp")
     assert torch.isfinite(o32).all() and torch.isfinite(lse32).all()      # every query sees a key
     assert (olp.float() - o32).abs().max() < 0.05                          # the two references agree
+
+
+def test_repeatability_on_graph_p10_times(tmp_path):
+    """Session 11: on row 12 every library's median graph time moved ~3% between runs while the
+    fastest replays held; rows that record graph p10 times (since then) are compared on them too."""
+    from kernelseek import compare as C
+
+    def run(name, med, p10):
+        rep = _reply(graph=med)
+        rep["graph_p10_ms"] = p10
+        rep["baselines"]["fa3"] = dict(rep["baselines"]["fa3"], graph_p10_ms=0.48)
+        rows = [E.make_row(dataclasses.replace(DECODE, row=1), "g", rep)]
+        R.save(tmp_path / name, rows, {"grid": "g", "kernel": "kernels/k.cu"})
+        return R.load(tmp_path / name)[0]
+    a, b = run("a", 0.40, 0.38), run("b", 0.42, 0.381)          # medians 4.8% apart, p10s 0.3%
+    assert a[0].graph_p10_ms == 0.38 and C.graph_speedups(a, p10=True) == {"dec": pytest.approx(0.48 / 0.38)}
+    rep = C.repeatability([("a", a), ("b", b)]).iloc[0]
+    assert len(rep.graph_over) == 1 and rep.graph_p10_over_tol == 0
+    assert rep.graph_p10_max_move == pytest.approx(1 - 0.38 / 0.381)
+    text = C.format_repeatability(C.repeatability([("a", a), ("b", b)]))
+    assert "on graph p10 times: 0 rows over 3%, largest move 0.3%" in text
+    old, _ = R.load(_run(tmp_path, "c"))                           # runs without p10: no such line
+    assert C.graph_speedups(old, p10=True) == {}
+    assert "graph p10" not in C.format_repeatability(C.repeatability([("c", old), ("c2", old)]))
