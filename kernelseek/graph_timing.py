@@ -89,7 +89,8 @@ def time_graph(make_call: Callable[[int], Callable[[int], None]], n_sets: int, h
     xs = t.replays(replays)
     if keep is not None:
         keep[name] = t
-    return statistics.median(xs), _quantile(xs, 0.1), _quantile(xs, 0.9)
+    d = summary(xs)
+    return d["graph_ms"], d["graph_p10_ms"], d["graph_p90_ms"]
 
 
 def summary(xs: list[float]) -> dict:
