@@ -54,6 +54,15 @@ def test_varlen_seqused_q_k_and_chunk():
     assert (o[3:5] == 0).all() and torch.isinf(lse[:, 3:5]).all()
 
 
+def _against_ref(q, kc, vc, kw, **common):
+    """flash_attn_with_kvcache(q, kc, vc, **common, **kw) against reference.kvcache_ref on the same call
+    (the reference names cache_leftpad leftpad_k and takes only cu_seqlens_q of kw)."""
+    o, lse = A.flash_attn_with_kvcache(q, kc, vc, return_softmax_lse=True, **common, **kw)
+    ref = {("leftpad_k" if k == "cache_leftpad" else k): v for k, v in common.items()}
+    ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cu_seqlens_q=kw.get("cu_seqlens_q"), **ref)
+    close(o, lse, ro, rl)
+
+
 def _cache(g, paged, bc, cap, hkv, d, dv, ps=4):
     if not paged:
         return rnd(g, bc, cap, hkv, d), rnd(g, bc, cap, hkv, dv), None
@@ -81,13 +90,8 @@ def test_kvcache_layouts(paged, batch_idx, leftpad, varlen_q, chunk):
     else:
         q, kw = rnd(g, b, 2, hq, d), {}
     for causal in (False, True):
-        o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, cache_leftpad=lp,
-                                           page_table=table, causal=causal, attention_chunk=chunk,
-                                           return_softmax_lse=True, **kw)
-        ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, leftpad_k=lp,
-                                     page_table=table, causal=causal, attention_chunk=chunk,
-                                     cu_seqlens_q=kw.get("cu_seqlens_q"))
-        close(o, lse, ro, rl)
+        _against_ref(q, kc, vc, kw, cache_seqlens=seqlens, cache_batch_idx=idx, cache_leftpad=lp,
+                     page_table=table, causal=causal, attention_chunk=chunk)
         if varlen_q:  # decode-shaped varlen: padded in place of a gather, unless chunked
             assert ("pad-varlen-q" in C.RECORD["steps"]) == (chunk == 0)
 
@@ -266,12 +270,7 @@ def test_chunk_over_pages_reads_the_cache_in_place(varlen_q, batch_idx, chunk):
     else:
         q, kw = rnd(g, b, 5, hq, d), {}
     for causal, win in ((False, (-1, -1)), (True, (-1, -1)), (True, (5, 0))):
-        o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
-                                           causal=causal, window_size=win, attention_chunk=chunk,
-                                           return_softmax_lse=True, **kw)
-        ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
-                                     causal=causal, window_size=win, attention_chunk=chunk,
-                                     cu_seqlens_q=kw.get("cu_seqlens_q"))
-        close(o, lse, ro, rl)
+        _against_ref(q, kc, vc, kw, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
+                     causal=causal, window_size=win, attention_chunk=chunk)
         steps = C.RECORD["steps"]
         assert "chunk-segments-paged" in steps and "gather-pages" not in steps, steps
