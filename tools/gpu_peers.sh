@@ -95,7 +95,7 @@ for phase in "$@"; do
                  "$(ls /root/flashinfer/site/flashinfer/data/aot 2>/dev/null | wc -l) prebuilt"
             ls /root/.cache/flashinfer/*/*/cached_ops 2>/dev/null | sed 's/^/jit-built: /' ;;
     fiwarm) mkdir -p "$R"; KSEEK_FLASHINFER_JIT=0 ks eval "$K" --grid bench26 --baseline fa3,flashinfer --graph \
-              --scenarios 7,18,20 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm ;;
+              --graph-rounds "${GRAPH_ROUNDS:-0}" --scenarios 7,18,20 --no-progress --runs-dir "$R/fiwarm" | tail -8; pack fiwarm ;;
     bench)  ev bench --grid bench26; pack bench ;;
     prod)   ev prod --grid production --timeout 400; pack prod
             ks peers --from "$(ls -d "$R"/prod/*/ | tail -1)" --out "$OUT/peers-production.md" | sed -n '7,26p' ;;
