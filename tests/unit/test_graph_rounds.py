@@ -33,6 +33,8 @@ def runs(tmp_path_factory):
 def test_rounds_replace_a_solo_time_taken_in_another_state(runs):
     (_, solo, meta0), (run, rounds, meta3) = runs
     assert meta0["graph_rounds"] == 0 and meta3["graph_rounds"] == 3
+    # the rounds' cost is a phase of its own, only when they ran
+    assert "graph_rounds" not in meta0["phases_s"] and meta3["phases_s"]["graph_rounds"] > 0
     d0, d3 = solo["drift_states"], rounds["drift_states"]
     # solo: the baseline was timed in a slower moment (1.08 ms, not 0.9): 0.72x instead of 0.6x
     assert d0.graph_speedup == pytest.approx(1.08 / 1.5) and "graph_rounds" not in d0.corroboration

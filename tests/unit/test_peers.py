@@ -252,13 +252,13 @@ def test_peers_command_prints_and_writes_a_recorded_runs_table(tmp_path):
 def test_repeatability_on_the_graph_measure(tmp_path):
     from kernelseek import compare as C
     a, _ = R.load(_run(tmp_path, "a", graph_dec=0.40, graph_pre=2.00))
-    b, _ = R.load(_run(tmp_path, "b", graph_dec=0.404, graph_pre=2.10))   # graph speedups move 1.0% and 4.8%
+    b, _ = R.load(_run(tmp_path, "b", graph_dec=0.404, graph_pre=2.10))   # graph speedups move 1.0% and 5.0%
     assert C.graph_speedups(a) == {"dec": pytest.approx(1.25), "pre": pytest.approx(0.25)}
     rep = C.repeatability([("a", a), ("b", b)]).iloc[0]
     assert rep.graph_rows == 2 and rep.over_tol == 0                        # per call: nothing moved
-    assert [k for k, _ in rep.graph_over] == ["pre"] and rep.graph_max_move == pytest.approx(1 - 2.0 / 2.1)
+    assert [k for k, _ in rep.graph_over] == ["pre"] and rep.graph_max_move == pytest.approx(2.1 / 2.0 - 1)   # |log|: either way
     text = C.format_repeatability(C.repeatability([("a", a), ("b", b)]))
-    assert "on the CUDA-graph measure: 1 of 2 rows over 3%; largest move 4.8% (pre)" in text
+    assert "on the CUDA-graph measure: 1 of 2 rows over 3%; largest move 5.0% (pre)" in text
 
 
 # ---- the production grid ---------------------------------------------------------------------------------
@@ -318,7 +318,7 @@ def test_repeatability_on_graph_p10_times(tmp_path):
     assert a[0].graph_p10_ms == 0.38 and C.graph_speedups(a, p10=True) == {"dec": pytest.approx(0.48 / 0.38)}
     rep = C.repeatability([("a", a), ("b", b)]).iloc[0]
     assert len(rep.graph_over) == 1 and rep.graph_p10_over_tol == 0
-    assert rep.graph_p10_max_move == pytest.approx(1 - 0.38 / 0.381)
+    assert rep.graph_p10_max_move == pytest.approx(0.381 / 0.38 - 1)
     text = C.format_repeatability(C.repeatability([("a", a), ("b", b)]))
     assert "on graph p10 times: 0 rows over 3%, largest move 0.3%" in text
     old, _ = R.load(_run(tmp_path, "c"))                           # runs without p10: no such line
