@@ -39,6 +39,13 @@ def fastest_baseline(baselines: dict) -> tuple[str, float] | None:
     return min(timed, key=lambda x: x[1]) if timed else None
 
 
+def round_order(order: list[str], k: int) -> list[str]:
+    """Round k's order of the implementations (--graph-rounds): A B C, then C B A, and so on. Within a
+    round a drift favours the early ones, and who precedes whom alternates, so the cost of a switch
+    between implementations (if any) lands on every side alike."""
+    return list(order) if k % 2 == 0 else list(order)[::-1]
+
+
 class WorkerPair:
     """The candidate's worker (`cand`) and the trusted baseline worker (`base`, None: check only)."""
 
@@ -119,15 +126,17 @@ class WorkerPair:
 
     def _graph_rounds(self, out: dict, rounds: int, timeout: float, ext: dict) -> None:
         """--graph-rounds: `rounds` rounds of ROUND_REPLAYS timed replays, the candidate's graph then
-        each graphed baseline's, in turn (the candidate's worker runs only for its own request); each
+        each graphed baseline's, in turn, every other round in reverse order (the candidate's worker
+        runs only for its own request); each
         graph_ms becomes the median over its round replays (solo median kept as graph_solo_ms). The
         candidate's times are its claims like any: _judge_graph corroborates the new graph_ms."""
         names = [n for n, b in out["baselines"].items() if b.get("status") == "passed" and b.get("graph_ms")]
         if out.get("status") != "passed" or not out.get("graph_ms") or not names:
             return
         xs: dict[str, list[float]] = {"candidate": [], **{n: [] for n in names}}
-        for _ in range(rounds):
-            for n in xs:
+        order = list(xs)
+        for k in range(rounds):
+            for n in round_order(order, k):
                 w = self.cand if n == "candidate" else self.base
                 if w is self.cand:
                     self.cand.resume()
@@ -147,9 +156,11 @@ class WorkerPair:
             rec = out if n == "candidate" else out["baselines"][n]
             rec["graph_solo_ms"] = rec["graph_ms"]
             rec.update(GT.summary(v))
-        ext["graph_rounds"] = {"rounds": rounds, "replays": ROUND_REPLAYS, "order": list(xs),
+        ext["graph_rounds"] = {"rounds": rounds, "replays": ROUND_REPLAYS, "order": order,
                                "solo_ms": {n: (out if n == "candidate" else out["baselines"][n])["graph_solo_ms"]
-                                           for n in xs}}
+                                           for n in xs},
+                               # every replay, round by round: whether the first of a round runs slow
+                               "times_ms": {n: [round(x, 5) for x in v] for n, v in xs.items()}}
 
     def _calibrate(self, baselines: dict, timeout: float):
         """(fixed ms, (wall, calls, claimed) of the fastest baseline's burst or None), or a reason

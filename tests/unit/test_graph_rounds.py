@@ -44,6 +44,9 @@ def test_rounds_replace_a_solo_time_taken_in_another_state(runs):
     g = d3.corroboration["graph_rounds"]
     assert g["rounds"] == 3 and g["replays"] == WP.ROUND_REPLAYS and g["order"] == ["candidate", "cudnn"]
     assert g["solo_ms"] == {"candidate": 1.5, "cudnn": 1.08}
+    # every replay is kept, round by round (the stand-in's k-th round runs at 0.9 + 0.1 k of its speed)
+    assert g["times_ms"]["cudnn"] == [pytest.approx(0.9 * f) for f in (0.9, 1.0, 1.1) for _ in range(WP.ROUND_REPLAYS)]
+    assert len(g["times_ms"]["candidate"]) == 3 * WP.ROUND_REPLAYS
     assert d3.baselines["cudnn"]["graph_solo_ms"] == 1.08
     assert d3.corroboration["graph"]["ok"]                 # the rounds' median is what the parent's clock judged
     back = {r.scenario: r for r in R.load(run)[0]}
@@ -61,6 +64,12 @@ def test_forged_or_failed_round_replies_fail_the_row(runs):
     assert s.status == "failed" and "graph rounds: the candidate's worker: graph_more replied" in s.reason, s.reason
     assert f.status == "failed" and "a timed call's output is wrong" in f.reason, f.reason
     assert s.graph_speedup is None and f.graph_speedup is None
+
+
+def test_rounds_alternate_their_order():
+    o = ["candidate", "fa4", "fa3"]
+    assert [WP.round_order(o, k) for k in range(3)] == [o, o[::-1], o]
+    assert o == ["candidate", "fa4", "fa3"]                      # the caller's list is left alone
 
 
 def test_round_times_take_only_n_positive_numbers():
