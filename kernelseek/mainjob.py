@@ -144,8 +144,8 @@ def replay(out_dir: Path, run: Path | None = None, root: Path = COMMITTED) -> in
         print(f"\nrepeatability: {len(group)} consecutive runs of this kernel (same source, git revision)")
         print(triage.format_repeatability(triage.repeatability(tables)))
         try:
-            from . import plots
-            plots.repeat_plot(tables, meta=meta).savefig(out_dir / "repeat.png", dpi=110, bbox_inches="tight")
+            from .repeat_figure import repeat_plot
+            repeat_plot(tables, meta=meta).savefig(out_dir / "repeat.png", dpi=110, bbox_inches="tight")
             print(f"figure: {out_dir / 'repeat.png'}")
         except (ImportError, AttributeError) as e:
             print(f"(plots unavailable: {e})")

@@ -13,9 +13,8 @@ from typing import Any
 import pandas as pd
 from matplotlib.figure import Figure
 
-from kernelseek.compare import REPEAT_TOLERANCE, compare
 from kernelseek.history import timeline as _timeline
-from kernelseek.rows import as_rows, is_timed, row_class
+from kernelseek.rows import as_rows, row_class
 
 BELOW, ABOVE, BASE, FAIL, MOVED = "#c0392b", "#27ae60", "#7f8c8d", "#8e44ad", "#e67e22"
 RUN_COLORS = ["#1f77b4", "#2ca02c", "#9467bd", "#8c564b", "#17becf", "#bcbd22"]
@@ -142,57 +141,6 @@ def speedup_bars(table: Any, title: str | None = None, meta: dict | None = None,
                               label="FLAGGED: gain too large to trust unchecked\n(not met until reviewed)"))
     ax.legend(handles=handles, fontsize=7.5, loc="upper left", bbox_to_anchor=(1.0, 1.0))
     _titles(fig, ax, title or "Speedup per row against the baseline", caption(meta, run, rows))
-    return fig
-
-
-def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, title: str | None = None,
-                meta: dict | None = None) -> Figure:
-    """Consecutive runs of one kernel: each row's speedup per run (one marker color per run, a grey
-    line from lowest to highest); rows that moved more than `tol` between two consecutive runs are
-    shaded, red where the baseline moved and ours did not, orange otherwise."""
-    from matplotlib.lines import Line2D
-    from matplotlib.patches import Patch
-    names = [n for n, _ in runs]
-    tables = [as_rows(t) for _, t in runs]
-    order = [r.scenario for r in tables[0]]
-    labels = {r.scenario: _label(r) for r in tables[0]}
-    by = [{r.scenario: r for r in t} for t in tables]
-    fig = Figure(figsize=(max(7.0, 0.32 * len(order) + 5.5), 5.6), layout="constrained")
-    ax = fig.add_subplot()
-    moved: dict[str, str] = {}
-    for ta, tb in zip(tables, tables[1:]):
-        for c in compare(ta, tb, noise=tol).itertuples():
-            if c.moved:
-                base_only = str(c.cause).startswith("baseline")
-                moved[c.scenario] = "base" if base_only and moved.get(c.scenario) != "ours" else "ours"
-    for x, name in enumerate(order):
-        if name in moved:
-            ax.axvspan(x - 0.45, x + 0.45, color=BELOW if moved[name] == "base" else MOVED, alpha=0.18, lw=0)
-        sp = [b[name].speedup for b in by if name in b and is_timed(b[name])]
-        if sp:
-            ax.plot([x, x], [min(sp), max(sp)], color=BASE, lw=1.5)
-    handles = []
-    for i, (n, b) in enumerate(zip(names, by)):
-        dx = (i - (len(by) - 1) / 2) * 0.12            # side by side, so coinciding runs stay visible
-        pts = [(x + dx, b[s].speedup) for x, s in enumerate(order) if s in b and is_timed(b[s])]
-        if pts:
-            ax.plot(*zip(*pts), marker="o", ms=4, ls="none", color=RUN_COLORS[i % len(RUN_COLORS)])
-            handles.append(Line2D([], [], marker="o", ms=5, ls="none", color=RUN_COLORS[i % len(RUN_COLORS)],
-                                  label=f"run {i + 1}: {n}"))
-    ax.set_yscale("log")
-    sp = [r.speedup for t in tables for r in t if is_timed(r)]
-    log_ticks(ax, min(sp + [1.0]) / 1.1, max(sp + [1.0]) * 1.1)
-    ax.axhline(1.0, color="black", lw=1, ls="--")
-    _row_ticks(ax, [labels[s] for s in order])
-    ax.set_xlabel("scenario (grid row and name)")
-    ax.set_ylabel(SPEEDUP_LABEL)
-    handles += [Line2D([], [], color=BASE, lw=1.5, label="range of the row over the runs"),
-                Patch(color=BELOW, alpha=0.3, label=f"moved > {tol:.0%} between consecutive runs:\nonly the baseline's time moved"),
-                Patch(color=MOVED, alpha=0.3, label=f"moved > {tol:.0%}: our time moved too"),
-                Line2D([], [], color="black", ls="--", label="parity (1)")]
-    ax.legend(handles=handles, fontsize=7, loc="upper left", bbox_to_anchor=(1.0, 1.0))
-    cap = caption(meta, None, tables[-1]) + f" | {len(runs)} consecutive runs of one kernel source"
-    _titles(fig, ax, title or "Repeatability: each row's speedup in consecutive runs", cap)
     return fig
 
 

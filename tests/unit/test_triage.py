@@ -265,8 +265,9 @@ def test_p10_speedup_tells_a_tail_move_from_a_floor_move():
 
 def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
     from kernelseek import results as R
-    from kernelseek.plots import repeat_plot
+    from kernelseek.repeat_figure import repeat_plot
     fig = repeat_plot([(p.name, R.load(p)[0]) for p in V10])
+    assert len(fig.axes) == 1                                 # v10's runs timed no graph replay
     ax = fig.axes[0]
     shaded = [pt for pt in ax.patches if pt.get_alpha() == pytest.approx(0.18)]
     assert len(shaded) == 5                                   # rows 4, 17, 18, 20, 22
@@ -277,6 +278,28 @@ def test_repeat_plot_shades_the_rows_that_moved(tmp_path):
     assert fig.axes[0].get_xticklabels()[3].get_text() == "4 prefill_d128_s512_causal"     # rows named
     fig.savefig(tmp_path / "r.png")
     assert (tmp_path / "r.png").stat().st_size > 10_000
+
+
+def test_repeat_plot_adds_the_graph_measure_when_the_runs_timed_it(tmp_path):
+    """Session 12's bench26 pair (graph rounds): a second panel of graph speedups, with only row 20
+    shaded there (3.4%, FA3's time moved, ours did not), while per call rows 3, 7 and 12 are."""
+    import matplotlib.colors
+    from kernelseek import plots
+    from kernelseek import results as R
+    from kernelseek.repeat_figure import repeat_plot
+    runs = sorted((Path(__file__).resolve().parents[2] / "data" / "runs").glob("h200-bench26-20261202-00*-fa3_hopper-v13rounds"))
+    assert len(runs) == 2
+    fig = repeat_plot([(p.name, R.load(p)[0]) for p in runs])
+    call, graph = fig.axes
+    def shaded(ax):
+        return sorted(round((pt.get_x() + pt.get_width() / 2)) + 1 for pt in ax.patches
+                      if pt.get_alpha() == pytest.approx(0.18))
+    assert shaded(call) == [3, 7, 12] and shaded(graph) == [20]
+    colours = {pt.get_facecolor()[:3] for pt in graph.patches if pt.get_alpha() == pytest.approx(0.18)}
+    assert colours == {matplotlib.colors.to_rgb(plots.BELOW)}             # only the baseline moved
+    assert "graph" in graph.get_ylabel() and graph.get_xticklabels()[19].get_text().startswith("20 decode")
+    fig.savefig(tmp_path / "g.png")
+    assert (tmp_path / "g.png").stat().st_size > 10_000
 
 
 def test_history_of_the_committed_fa3_versions(tmp_path):
