@@ -1,0 +1,62 @@
+#!/usr/bin/env bash
+# The build variants written but never run on a GPU, A/B against the default build on one machine, in
+# as few calls as the budget allows: each experiment runs its rows off on on off (the run's meta
+# build_defines tells them apart), against FA3 (carry .fa3: no staging), per call and in graph replay;
+# tools/ab_table.py prints the table last (on/off time per row, correct on each side, the path taken).
+#   here first: every build in the cache that travels (KSEEK_CACHE_DIR=$PWD/.kseek-cache
+#     python3 -m kernelseek build kernels/fa3_hopper [--define NAME=VALUE]), so nothing compiles there
+#   GPU (carry .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> EXPS="warp ragged" bash tools/gpu_variants.sh
+# Experiments (name: define, grid, rows; NOTES names the entry with each prediction):
+#   warp     KSEEK_FA3_PAGEIDS=warp         production p05-p07  (v13c: the PG producer, lane j issues box j)
+#   ragged   KSEEK_FA3_DECODE_SPLITS=ragged production d11-d17  (d17, ragged decode: more splits)
+#   ragged26 KSEEK_FA3_DECODE_SPLITS=ragged bench26 rows 20-24   (uniform paged decode must not lose > 2%)
+#   bn176    KSEEK_FA3_BN=176               bench26 rows 10-12   (issue 27, row 12: fixed cost per tile)
+#   fp8dec   KSEEK_FA3_DECODE_FP8=1         hopper fp8 decode rows (v13e: fp8 through the split-KV decode)
+#   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d; or gpu_paged.sh gather)
+# Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/variants_out}; mkdir -p "$OUT"
+source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
+export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
+source tools/site.sh
+[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/ 2>/dev/null
+RUNS=/tmp/variant_runs
+T0=$(date +%s)
+log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
+echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
+GATHER_ROWS=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
+GATHER_ROWS=$GATHER_ROWS,decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain,paged_d128_bf16_full_mqa_b4q300c640p1_cap50
+GATHER_ROWS=$GATHER_ROWS,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain
+exp() {   # name -> "DEFINE GRID ROWS"
+  case $1 in
+    warp) echo "KSEEK_FA3_PAGEIDS=warp production 5-7" ;;
+    ragged) echo "KSEEK_FA3_DECODE_SPLITS=ragged production 11-17" ;;
+    ragged26) echo "KSEEK_FA3_DECODE_SPLITS=ragged bench26 20-24" ;;
+    bn176) echo "KSEEK_FA3_BN=176 bench26 10-12" ;;
+    fp8dec) echo "KSEEK_FA3_DECODE_FP8=1 hopper fp8_page,fp8_contig" ;;
+    gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
+    *) return 1 ;;
+  esac
+}
+for name in ${EXPS:-warp ragged bn176}; do
+  spec=$(exp "$name") || { echo "unknown experiment $name (warp ragged ragged26 bn176 fp8dec gather)"; continue; }
+  read -r def grid rows <<< "$spec"
+  log "$name: $def on $grid rows $rows"
+  if ! python3 -m kernelseek build kernels/fa3_hopper --define "$def" > "$OUT/build_$name.txt" 2>&1; then
+    echo "build failed:"; tail -5 "$OUT/build_$name.txt"; continue
+  fi
+  n=0
+  for cfg in off on on off; do
+    n=$((n + 1)); d=(); [ $cfg = on ] && d=(--define "$def")
+    timeout -k 5 "${EV_S:-110}" python3 -m kernelseek eval kernels/fa3_hopper --grid "$grid" --scenarios "$rows" \
+      --baseline "${BASE:-fa3}" --graph --budget "${BUDGET:-0.2}" "${d[@]}" --no-progress \
+      --runs-dir "$RUNS/$name" > "$OUT/${name}_${n}_$cfg.txt" 2>&1
+    echo "  $cfg ($n): rc=$? $(grep -E '^correct' "$OUT/${name}_${n}_$cfg.txt" | tail -1)"
+    pkill -9 -f "kernelseek.worker" 2>/dev/null
+  done
+  tar czf "$OUT/runs-$name.tgz" -C "$RUNS" "$name" 2>/dev/null   # what is done so far, should the call be cut
+done
+log "tables"
+python3 tools/ab_table.py "$RUNS" --json "$OUT/ab.json" | tee "$OUT/ab.txt"
