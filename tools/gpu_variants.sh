@@ -6,16 +6,38 @@
 #   here first: every build in the cache that travels (KSEEK_CACHE_DIR=$PWD/.kseek-cache
 #     python3 -m kernelseek build kernels/fa3_hopper [--define NAME=VALUE]), so nothing compiles there
 #   GPU (carry .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> EXPS="warp ragged" bash tools/gpu_variants.sh
+#   bash tools/gpu_variants.sh --list   the experiments, one line each (tests/unit/test_gpu_variants_list.py)
 # Experiments (name: define, grid, rows; NOTES names the entry with each prediction):
 #   warp     KSEEK_FA3_PAGEIDS=warp         production p05-p07  (v13c: the PG producer, lane j issues box j)
-#   ragged   KSEEK_FA3_DECODE_SPLITS=ragged production d11-d17  (d17, ragged decode: more splits)
-#   ragged26 KSEEK_FA3_DECODE_SPLITS=ragged bench26 rows 20-24   (uniform paged decode must not lose > 2%)
+#   ragged   KSEEK_FA3_DECODE_SPLITS=ragged production d11-d17  (d17, ragged decode: more splits; d11-d16
+#                                           pass no seqused_k, so they make the same calls either way)
+#   raggedh  KSEEK_FA3_DECODE_SPLITS=ragged hopper decode rows that pass cache_seqlens without a fixed
+#                                           split count (b8c2000lp, b1c2047): must not lose > 2%
 #   bn176    KSEEK_FA3_BN=176               bench26 rows 10-12   (issue 27, row 12: fixed cost per tile)
 #   fp8dec   KSEEK_FA3_DECODE_FP8=1         hopper fp8 decode rows (v13e: fp8 through the split-KV decode)
 #   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d; or gpu_paged.sh gather)
 # Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
 set -uo pipefail
 cd "$(dirname "$0")/.."
+GATHER_ROWS=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
+GATHER_ROWS=$GATHER_ROWS,decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain,paged_d128_bf16_full_mqa_b4q300c640p1_cap50
+GATHER_ROWS=$GATHER_ROWS,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain
+exp() {   # name -> "DEFINE GRID ROWS"
+  case $1 in
+    warp) echo "KSEEK_FA3_PAGEIDS=warp production 5-7" ;;
+    ragged) echo "KSEEK_FA3_DECODE_SPLITS=ragged production 11-17" ;;
+    raggedh) echo "KSEEK_FA3_DECODE_SPLITS=ragged hopper b8c2000lp,b1c2047" ;;
+    bn176) echo "KSEEK_FA3_BN=176 bench26 10-12" ;;
+    fp8dec) echo "KSEEK_FA3_DECODE_FP8=1 hopper fp8_page,fp8_contig" ;;
+    gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
+    *) return 1 ;;
+  esac
+}
+ALL="warp ragged raggedh bn176 fp8dec gather"
+if [ "${1:-}" = --list ]; then   # each experiment's name, define, grid and rows; nothing else runs
+  for name in $ALL; do echo "$name $(exp "$name")"; done
+  exit 0
+fi
 OUT=${OUT:-/tmp/variants_out}; mkdir -p "$OUT"
 source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
 export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
@@ -26,22 +48,8 @@ T0=$(date +%s)
 log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
-GATHER_ROWS=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
-GATHER_ROWS=$GATHER_ROWS,decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain,paged_d128_bf16_full_mqa_b4q300c640p1_cap50
-GATHER_ROWS=$GATHER_ROWS,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain
-exp() {   # name -> "DEFINE GRID ROWS"
-  case $1 in
-    warp) echo "KSEEK_FA3_PAGEIDS=warp production 5-7" ;;
-    ragged) echo "KSEEK_FA3_DECODE_SPLITS=ragged production 11-17" ;;
-    ragged26) echo "KSEEK_FA3_DECODE_SPLITS=ragged bench26 20-24" ;;
-    bn176) echo "KSEEK_FA3_BN=176 bench26 10-12" ;;
-    fp8dec) echo "KSEEK_FA3_DECODE_FP8=1 hopper fp8_page,fp8_contig" ;;
-    gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
-    *) return 1 ;;
-  esac
-}
 for name in ${EXPS:-warp ragged bn176}; do
-  spec=$(exp "$name") || { echo "unknown experiment $name (warp ragged ragged26 bn176 fp8dec gather)"; continue; }
+  spec=$(exp "$name") || { echo "unknown experiment $name ($ALL)"; continue; }
   read -r def grid rows <<< "$spec"
   log "$name: $def on $grid rows $rows"
   if ! python3 -m kernelseek build kernels/fa3_hopper --define "$def" > "$OUT/build_$name.txt" 2>&1; then

@@ -220,6 +220,9 @@ bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, const
   const int64_t kb = p->cu_seqlens_k ? 1 : (paged ? p->num_pages : p->batch);
   const int64_t krows = paged ? p->page_size : rows_k;
   const int kbox = paged ? page_box_rows(BN, p->page_size) : BN;
+  // KSEEK_FA3_PAGEIDS=warp issues one box per lane: never more boxes per chunk than lanes (page
+  // size % 8 == 0 keeps it <= 24 today; this keeps it true if that rule changes)
+  if (paged && build::kPageIds == build::pageids_warp && BN / kbox > 32) return false;
   // (host cost: three cuTensorMapEncodeTiled calls per kseek_fwd, a few microseconds; cacheable)
   // The maps use the TRUE head dims (96: the second 64-column box is zero-filled past column 96).
   if (!make_map(&l.tq, F16, p->q, p->head_dim, rows_q, p->heads_q, nb, p->q_row_stride,
