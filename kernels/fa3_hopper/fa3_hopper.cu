@@ -4,7 +4,8 @@
 // the schedule choice, and the ABI entry points. Status: v12 (kernels/NOTES.md).
 //
 // Paths, tried in this order by kseek_fwd:
-//   1. split-KV decode (decode.cuh): paged KV, and dense KV with at most 16 query rows per KV head;
+//   1. split-KV decode (decode.cuh): paged KV, and dense KV with at most 16 query rows per KV head
+//      (bf16/fp16; fp8 e4m3 too in the -DKSEEK_FA3_DECODE_FP8=1 build, variants.cuh);
 //      packed queries over a cache: alone when every sequence fits it, else beside the prefill
 //      (a mixed call: short sequences here, long ones on path 2);
 //   2. bf16/fp16 prefill (prefill_*.cuh): dense, varlen or paged KV, head dims (64, 64), (96, 96),
@@ -138,12 +139,15 @@ inline int fwd(const kseek_params* p, cudaStream_t stream) {
 
 // Which calls go to the decode path alone: every paged call it supports, packed queries over a
 // cache whose longest sequence (seqlen_q) it takes, and dense calls with at most 16 query rows per KV
-// head (Sq * Hq / Hkv), where one m16 tile holds all of them.
+// head (Sq * Hq / Hkv), where one m16 tile holds all of them. fp8 (dec::supported takes it only in the
+// KSEEK_FA3_DECODE_FP8 build): dense calls with Sq <= 16 and up to dec::kMaxRows rows, since the fp8
+// prefill does not pack query heads (a 128-row tile per query head would hold Sq rows; NOTES v13e).
 static bool use_decode(const kseek_params* p) {
   if (!dec::supported(p)) return false;
   const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv);
   if (p->cu_seqlens_q) return rows <= dec::kMaxRows;
   if (p->page_table) return true;
+  if (p->dtype == KSEEK_FP8_E4M3) return p->seqlen_q <= 16 && rows <= dec::kMaxRows;
   return rows <= 16;
 }
 

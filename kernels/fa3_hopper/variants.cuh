@@ -36,6 +36,12 @@
 //                                  multiple of 8, paged left padding): 0 (default) the naive fallback;
 //                                  1: copy its pages to a dense K/V in the workspace and run a fast path
 //                                  over that (page_gather.cuh; session 11, never run on a GPU yet)
+//   -DKSEEK_FA3_DECODE_FP8=0|1     fp8 e4m3 q/k/v (o bf16) in the split-KV decode: 0 (default) fp8 calls
+//                                  never reach decode.cuh (paged: the naive fallback; dense: the fp8
+//                                  prefill); 1: dec::splitkv_f8_kernel takes the fp8 calls the bf16
+//                                  decode would take (D == Dv in {64, 128, 256}), and dense fp8 calls
+//                                  with Sq <= 16 and at most 64 query rows per KV head (NOTES v13e;
+//                                  never run on a GPU yet)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -69,6 +75,9 @@
 #endif
 #ifndef KSEEK_FA3_PAGE_GATHER
 #define KSEEK_FA3_PAGE_GATHER 0
+#endif
+#ifndef KSEEK_FA3_DECODE_FP8
+#define KSEEK_FA3_DECODE_FP8 0
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -112,6 +121,9 @@ constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
 static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
 
 static_assert(KSEEK_FA3_PAGE_GATHER == 0 || KSEEK_FA3_PAGE_GATHER == 1, "KSEEK_FA3_PAGE_GATHER must be 0 or 1");
+
+static_assert(KSEEK_FA3_DECODE_FP8 == 0 || KSEEK_FA3_DECODE_FP8 == 1, "KSEEK_FA3_DECODE_FP8 must be 0 or 1");
+constexpr bool kDecodeFp8 = KSEEK_FA3_DECODE_FP8 != 0;
 
 }  // namespace build
 }  // namespace fa3

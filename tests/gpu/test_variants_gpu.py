@@ -39,20 +39,46 @@ def test_folder_variant_through_the_worker(tmp_path):
     assert pmeta["kernel_sha256"] == vmeta["kernel_sha256"]
 
 
+def _hopper_paths_all_correct(tmp_path, scenarios, define):
+    """The hopper grid's rows `scenarios` checked (check only) on kernels/fa3_hopper built with -D`define`=1:
+    asserts every row passed and the build was recorded; returns each row's path (features["path"])."""
+    from kernelseek.evaluate import evaluate
+    _, rows, meta = evaluate("kernels/fa3_hopper", "hopper", "best", scenarios=scenarios,
+                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False, defines={define: 1})
+    assert meta["build_defines"] == {define: "1"}
+    assert all(r.status == "passed" for r in rows), [(r.scenario, r.reason[:200]) for r in rows if r.status != "passed"]
+    return {r.scenario: r.features.get("path") for r in rows}
+
+
 def test_page_gather_takes_every_paged_row_off_the_naive_fallback(tmp_path):
     """-DKSEEK_FA3_PAGE_GATHER=1 (kernels/fa3_hopper/page_gather.cuh, session 11): the hopper grid's paged
     rows that no fast path reads in place (fp8 K/V, page size 1, paged left padding; all of them ran on the
     naive fallback at c8cb9ac) are copied to a dense cache and run on a fast path, correctly."""
-    from kernelseek.evaluate import evaluate
     from kernelseek.scenarios import load_grid
     hard = {s.name for s in load_grid("hopper")
             if s.paged and (s.dtype == "fp8" or s.page_size % 8 or s.leftpad is not None)}
-    _, rows, meta = evaluate("kernels/fa3_hopper", "hopper", "best", scenarios="paged_,decode_",
-                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False,
-                             defines={"KSEEK_FA3_PAGE_GATHER": 1})
-    assert meta["build_defines"] == {"KSEEK_FA3_PAGE_GATHER": "1"}
-    assert all(r.status == "passed" for r in rows), [(r.scenario, r.reason[:200]) for r in rows if r.status != "passed"]
-    paths = {r.scenario: r.features.get("path") for r in rows}
+    paths = _hopper_paths_all_correct(tmp_path, "paged_,decode_", "KSEEK_FA3_PAGE_GATHER")
     assert len(hard) == 54 and hard <= set(paths)
     assert not [n for n in hard if paths[n] == "naive"], {n: paths[n] for n in hard}
     assert "gather" in {paths[n] for n in hard}
+
+
+def test_decode_fp8_takes_every_fp8_decode_row_it_supports(tmp_path):
+    """-DKSEEK_FA3_DECODE_FP8=1 (decode.cuh's splitkv_f8_kernel, NOTES v13e): every hopper decode row
+    is correct with the variant (bf16/fp16 rows included: their kernels are unchanged), and every fp8
+    decode row runs on the split-KV decode path except the hd192/Dv128 ones, which dec::supported
+    refuses by design (it needs D == Dv, in {64, 128, 256}, as for bf16): they stay where they ran
+    before (paged: the naive fallback; contiguous: the fp8 prefill)."""
+    from kernelseek.scenarios import load_grid
+    fp8 = {s.name: s for s in load_grid("hopper") if s.name.startswith("decode_") and "fp8" in s.name}
+    refused = {"decode_d192v128_fp8_page16_q1_gqa4_b8c2000lp_plain",
+               "decode_d192v128_fp8_page16_q4causal_mqa_b32c512_cap30sinks",
+               "decode_d192v128_fp8_page128_q1_mha_b2c3000s1_plain",
+               "decode_d192v128_fp8_page128_q4causal_gqa8_b6c1500lps3_plain",
+               "decode_d192v128_fp8_contig_q1_gqa16_b1c2047_plain",
+               "decode_d192v128_fp8_contig_q4causal_gqa4_b16c1024_cap30"}
+    assert len(fp8) == 24 and refused == {n for n, s in fp8.items() if (s.head_dim_v or s.head_dim) != s.head_dim}
+    paths = _hopper_paths_all_correct(tmp_path, "decode_", "KSEEK_FA3_DECODE_FP8")
+    assert set(fp8) <= set(paths)
+    assert {n: paths[n] for n in fp8 if n not in refused and paths[n] != "decode"} == {}
+    assert not [n for n in refused if paths[n] == "decode"], {n: paths[n] for n in refused}
