@@ -251,8 +251,10 @@ static size_t fast_workspace(const kseek_params* p) {
 
 #if KSEEK_FA3_PAGE_GATHER
 // A paged call none of paths 1-3 reads in place, whose dense copy one of them takes (page_gather.cuh).
+// Variant 2 also takes the paged prefills the bf16/fp16 prefill reads in place (fa3::fast_ok).
 static bool use_gather(const kseek_params* p) {
-  if (!pg::copyable(p) || use_decode(p) || use_mixed(p) || fa3::fast_ok(p) || fa3::f8::fast_ok(p)) return false;
+  if (!pg::copyable(p) || use_decode(p) || use_mixed(p) || fa3::f8::fast_ok(p)) return false;
+  if (KSEEK_FA3_PAGE_GATHER < 2 && fa3::fast_ok(p)) return false;
   const kseek_params d = pg::dense_view(p, reinterpret_cast<char*>(uintptr_t{256}), 0);  // aligned stand-in
   return use_decode(&d) || use_mixed(&d) || fa3::fast_ok(&d) || fa3::f8::fast_ok(&d);
 }
@@ -276,9 +278,14 @@ extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t stream) {
   if (p->seqlen_q == 0) return KSEEK_OK;  // nothing to compute
 
 #if !KSEEK_FA3_FORCE_FALLBACK
+#if KSEEK_FA3_PAGE_GATHER >= 2
+  int r = run_gathered(p, stream);  // first: it takes paged prefills path 2 would also read in place
+  if (r < 0) r = run_fast(p, stream);
+#else
   int r = run_fast(p, stream);
 #if KSEEK_FA3_PAGE_GATHER
   if (r < 0) r = run_gathered(p, stream);
+#endif
 #endif
   if (r >= 0) return r;
 #endif

@@ -32,10 +32,14 @@
 //                                  j's page id and issues its TMA (warp; never run on a GPU yet). (A
 //                                  third value, smem: ids by cp.async into shared memory, measured no
 //                                  change at aa20ca6 and was removed: NOTES v13c.)
-//   -DKSEEK_FA3_PAGE_GATHER=0|1    a paged call no fast path reads in place (fp8 K/V, page sizes not a
+//   -DKSEEK_FA3_PAGE_GATHER=0|1|2  a paged call no fast path reads in place (fp8 K/V, page sizes not a
 //                                  multiple of 8, paged left padding): 0 (default) the naive fallback;
 //                                  1: copy its pages to a dense K/V in the workspace and run a fast path
-//                                  over that (page_gather.cuh; session 11, never run on a GPU yet)
+//                                  over that (page_gather.cuh; session 11, never run on a GPU yet);
+//                                  2: as 1, and every paged prefill the bf16/fp16 prefill would read in
+//                                  place (page % 8 == 0) goes through the copy too (p06/p07: the PG
+//                                  producer's box-per-page loads against one copy of the cache;
+//                                  session 12, never run on a GPU yet). Decode and mixed calls never.
 //   -DKSEEK_FA3_DECODE_FP8=0|1     fp8 e4m3 q/k/v (o bf16) in the split-KV decode: 0 (default) fp8 calls
 //                                  never reach decode.cuh (paged: the naive fallback; dense: the fp8
 //                                  prefill); 1: dec::splitkv_f8_kernel takes the fp8 calls the bf16
@@ -120,7 +124,7 @@ constexpr DecodeSplits kDecodeSplits = FA3_PASTE(decsplits_, KSEEK_FA3_DECODE_SP
 constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
 static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
 
-static_assert(KSEEK_FA3_PAGE_GATHER == 0 || KSEEK_FA3_PAGE_GATHER == 1, "KSEEK_FA3_PAGE_GATHER must be 0 or 1");
+static_assert(KSEEK_FA3_PAGE_GATHER >= 0 && KSEEK_FA3_PAGE_GATHER <= 2, "KSEEK_FA3_PAGE_GATHER must be 0, 1 or 2");
 
 static_assert(KSEEK_FA3_DECODE_FP8 == 0 || KSEEK_FA3_DECODE_FP8 == 1, "KSEEK_FA3_DECODE_FP8 must be 0 or 1");
 constexpr bool kDecodeFp8 = KSEEK_FA3_DECODE_FP8 != 0;

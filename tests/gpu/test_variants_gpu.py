@@ -39,13 +39,13 @@ def test_folder_variant_through_the_worker(tmp_path):
     assert pmeta["kernel_sha256"] == vmeta["kernel_sha256"]
 
 
-def _hopper_paths_all_correct(tmp_path, scenarios, define):
-    """The hopper grid's rows `scenarios` checked (check only) on kernels/fa3_hopper built with -D`define`=1:
+def _hopper_paths_all_correct(tmp_path, scenarios, define, grid="hopper", value=1):
+    """The rows `scenarios` of `grid` checked (check only) on kernels/fa3_hopper built with -D`define`=`value`:
     asserts every row passed and the build was recorded; returns each row's path (features["path"])."""
     from kernelseek.evaluate import evaluate
-    _, rows, meta = evaluate("kernels/fa3_hopper", "hopper", "best", scenarios=scenarios,
-                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False, defines={define: 1})
-    assert meta["build_defines"] == {define: "1"}
+    _, rows, meta = evaluate("kernels/fa3_hopper", grid, "best", scenarios=scenarios,
+                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False, defines={define: value})
+    assert meta["build_defines"] == {define: str(value)}
     assert all(r.status == "passed" for r in rows), [(r.scenario, r.reason[:200]) for r in rows if r.status != "passed"]
     return {r.scenario: r.features.get("path") for r in rows}
 
@@ -82,3 +82,12 @@ def test_decode_fp8_takes_every_fp8_decode_row_it_supports(tmp_path):
     assert set(fp8) <= set(paths)
     assert {n: paths[n] for n in fp8 if n not in refused and paths[n] != "decode"} == {}
     assert not [n for n in refused if paths[n] == "decode"], {n: paths[n] for n in refused}
+
+
+def test_page_gather_2_takes_the_paged_chunked_prefills_through_a_dense_copy(tmp_path):
+    """-DKSEEK_FA3_PAGE_GATHER=2 (NOTES v13f): production's chunked prefills over a page-16 cache (p06,
+    p07), which the prefill otherwise reads in place box by box, run on a copy of their pages; p05, the
+    same shape over a contiguous cache, is untouched."""
+    paths = _hopper_paths_all_correct(tmp_path, "5-7", "KSEEK_FA3_PAGE_GATHER", grid="production", value=2)
+    assert paths == {"p05_llama3_8b_chunk_1k_over_8k": "prefill", "p06_llama3_8b_chunk_1k_over_8k_paged": "gather",
+                     "p07_llama3_70b_chunk_2k_over_16k_paged": "gather"}, paths

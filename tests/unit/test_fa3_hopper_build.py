@@ -89,7 +89,7 @@ def test_page_gather_variant_adds_only_the_copy_kernel(built, tmp_path_factory):
 
 
 @pytest.mark.parametrize("flag, says", [("-DKSEEK_FA3_BN=100", "KSEEK_FA3_BN must be"),
-                                        ("-DKSEEK_FA3_PAGE_GATHER=2", "KSEEK_FA3_PAGE_GATHER must be"),
+                                        ("-DKSEEK_FA3_PAGE_GATHER=3", "KSEEK_FA3_PAGE_GATHER must be"),
                                         ("-DKSEEK_FA3_VARIANT=3", "KSEEK_FA3_VARIANT must be"),
                                         ("-DKSEEK_FA3_SCHED=fast", "sched_fast")])
 def test_a_bad_variant_value_fails_to_build_naming_it(tmp_path, flag, says):
