@@ -34,6 +34,9 @@
 # time well beyond its three calls, so leave it out when time is short (its numbers are in ../shared/reference).
 # Session 11's full staging on a fresh machine (FA3, FlashInfer with its 6 prebuilt modules, FA4): 7 calls,
 # about 2.5 minutes including the machine's start; then `fa4c fiwarm bench` in one call.
+# Session 12: with GRAPH_ROUNDS=4 a bench26 run takes 420-490 s (the rounds ~170 s of it), so `fa4c fiwarm
+# bench` fills a 600 s call; production against best with FA4, 220 s. The 30 minutes of a session hold the
+# staging, the bench pair and production, and little else.
 # Each phase packs the run dirs it made into $OUT/peers-<phase>-<HHMMSS>.tgz and prints a short table last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
