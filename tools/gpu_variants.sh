@@ -17,6 +17,7 @@
 #   fp8dec   KSEEK_FA3_DECODE_FP8=1         hopper fp8 decode rows (v13e: fp8 through the split-KV decode)
 #   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d; or gpu_paged.sh gather)
 #   gather2  KSEEK_FA3_PAGE_GATHER=2        production p05-p07 (v13f: p06/p07 through a dense copy, not the PG producer)
+#   dv       KSEEK_FA3_DECODE_DV=1          hopper bf16 hd192/Dv128 decode rows (v13g: off the prefill / fallback)
 # Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,10 +33,11 @@ exp() {   # name -> "DEFINE GRID ROWS"
     fp8dec) echo "KSEEK_FA3_DECODE_FP8=1 hopper fp8_page,fp8_contig" ;;
     gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
     gather2) echo "KSEEK_FA3_PAGE_GATHER=2 production 5-7" ;;
+    dv) echo "KSEEK_FA3_DECODE_DV=1 hopper decode_d192v128_bf16" ;;
     *) return 1 ;;
   esac
 }
-ALL="warp ragged raggedh bn176 fp8dec gather gather2"
+ALL="warp ragged raggedh bn176 fp8dec gather gather2 dv"
 if [ "${1:-}" = --list ]; then   # each experiment's name, define, grid and rows; nothing else runs
   for name in $ALL; do echo "$name $(exp "$name")"; done
   exit 0

@@ -36,23 +36,31 @@ constexpr int kRows = 16;          // query rows per CTA (one m16 tile)
 constexpr int kMaxRows = 64;       // Sq * G limit (up to 4 query tiles per KV head)
 constexpr int kMaxSplits = 256;
 
-template <int D>
+// D = head dim of Q and K, Dv = head dim of V and O: D == Dv in {64, 128, 256}, and (192, 128) only
+// in the KSEEK_FA3_DECODE_DV=1 build (DeepSeek-style; NOTES v13g).
+template <int D, int Dv = D>
 struct Cfg {
-  static_assert(D == 64 || D == 128 || D == 256, "head dim");
-  static constexpr int kStages = (D == 64) ? 4 : 3;       // ring depth per warp
-  static constexpr int kRowB = D * 2;                     // bytes of one K/V/Q row in smem
-  static constexpr int kChunks = D / 8;                   // 16-byte chunks per row
-  static constexpr int kTile = kKeys * kRowB;             // one K (or V) tile of a stage
-  static constexpr int kStage = 2 * kTile;                // K tile then V tile
+  static constexpr int kDv = Dv;
+  static_assert((D == Dv && (D == 64 || D == 128 || D == 256)) || (fa3::build::kDecodeDv && D == 192 && Dv == 128),
+                "head dims");
+  // (192, 128): 4 stages of 10 KiB, 166.5 KiB per CTA, 1 CTA per SM: 3 stages in flight per warp,
+  // 120 KiB per SM, as hd128 (2 CTAs x 4 warps x 2 x 8 KiB) and hd256 (4 warps x 2 x 16 KiB)
+  static constexpr int kStages = (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
+  static constexpr int kRowB = D * 2;                     // bytes of one K/Q row in smem
+  static constexpr int kChunks = D / 8;                   // 16-byte chunks per K/Q row
+  static constexpr int kChunksV = Dv / 8;                 // 16-byte chunks per V row
+  static constexpr int kTile = kKeys * kRowB;             // one K tile of a stage (the V tile follows)
+  static constexpr int kTileV = kKeys * Dv * 2;           // one V tile
+  static constexpr int kStage = kTile + kTileV;           // K tile then V tile
   static constexpr int kRing = kWarps * kStages * kStage; // all warps' rings
   static constexpr int kQ = kRows * kRowB;                // the Q tile
-  static constexpr int kOPad = D + 4;                     // floats per row of the merge buffer
+  static constexpr int kOPad = Dv + 4;                    // floats per row of the merge buffer
   static constexpr int kMerge = kWarps * kRows * kOPad * 4;
   static_assert(kMerge <= kRing, "merge buffer reuses the ring");
   static constexpr int kOffQ = kRing;
   static constexpr int kOffStat = kOffQ + kQ;             // m[kWarps][16], l[kWarps][16]
   static constexpr int kSmem = kOffStat + 2 * kWarps * kRows * 4;
-  static constexpr bool kQReg = D <= 128;                 // Q fragments held in registers
+  static constexpr bool kQReg = D <= 128 || D != Dv;      // Q fragments held in registers (192: 48)
 };
 
 // Kernel arguments (by value).
@@ -62,7 +70,7 @@ struct Args {
   const void* v;
   void* o;
   float* lse;
-  float* ws_o;      // [nsplit][R][D] fp32 partial O (normalized), R = B * Hkv * M
+  float* ws_o;      // [nsplit][R][Dv] fp32 partial O (normalized), R = B * Hkv * M
   float* ws_lse;    // [nsplit][R] partial LSE (natural log), -inf when the split saw no key
   const int32_t* seqused;
   const int32_t* leftpad;
@@ -119,7 +127,9 @@ __device__ __forceinline__ void mma16816(float (&d)[4], const uint32_t (&a)[4], 
 
 // Byte offset of 16-byte chunk c of row r in a swizzled tile (rows of D*2 bytes, D*2 % 128 == 0):
 // the low three bits of the chunk index are XORed with r % 8, so the 8 rows an ldmatrix reads at
-// one logical chunk fall into 8 different 16-byte bank groups.
+// one logical chunk fall into 8 different 16-byte bank groups. Rows of 384 bytes (D = 192) as well:
+// the XOR stays inside the chunk's 128-byte group and every row starts on a 128-byte multiple, so
+// the bank group of (r, c) is (c ^ r) % 8, as at 128 and 256 bytes.
 template <int D>
 __device__ __forceinline__ uint32_t swz(int r, int c) {
   return (uint32_t)(r * (D * 2) + ((c ^ (r & 7)) << 4));
@@ -160,9 +170,12 @@ __device__ __forceinline__ bool seq_q(const Args& a, int b, SeqQ& s) {
 // ------------------------------------------------------------------------------------------------
 // Main kernel
 // ------------------------------------------------------------------------------------------------
-template <typename T, int D>
+// DV_: empty (Dv = D: the default build's kernels, their names and code as before), or one value,
+// the V head dim ((192, 128) in the KSEEK_FA3_DECODE_DV build). K tiles are D wide, V tiles and O Dv.
+template <typename T, int D, int... DV_>
 __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
-  using C = Cfg<D>;
+  using C = Cfg<D, DV_...>;
+  constexpr int Dv = C::kDv;
   constexpr int S = C::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -275,10 +288,18 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
       }
       const uint32_t dst = kt + swz<D>(r, lane & 7);
       const int nb = ok ? 16 : 0;
+      if constexpr (D == Dv) {
 #pragma unroll
-      for (int j = 0; j < C::kChunks / 8; ++j) {
-        cp_async16(dst + j * 128, ksrc + j * 64, nb);
-        cp_async16(dst + C::kTile + j * 128, vsrc + j * 64, nb);
+        for (int j = 0; j < C::kChunks / 8; ++j) {
+          cp_async16(dst + j * 128, ksrc + j * 64, nb);
+          cp_async16(dst + C::kTile + j * 128, vsrc + j * 64, nb);
+        }
+      } else {  // K rows of D, V rows of Dv elements (each a multiple of 64: 8 lanes x 16 bytes)
+        const uint32_t dstv = kt + C::kTile + swz<Dv>(r, lane & 7);
+#pragma unroll
+        for (int j = 0; j < C::kChunks / 8; ++j) cp_async16(dst + j * 128, ksrc + j * 64, nb);
+#pragma unroll
+        for (int j = 0; j < C::kChunksV / 8; ++j) cp_async16(dstv + j * 128, vsrc + j * 64, nb);
       }
     }
   };
@@ -322,9 +343,9 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     for (int kk = 0; kk < D / 16; ++kk) ldsm_x4(qf[kk], qs + swz<D>(a_row, 2 * kk + a_ch));
   }
 
-  float o[D / 8][4];
+  float o[Dv / 8][4];
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
+  for (int n = 0; n < Dv / 8; ++n) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.f;
   float mrun[2] = {-INFINITY, -INFINITY};
   float lsum[2] = {0.f, 0.f};
 
@@ -399,7 +420,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     lsum[1] = lsum[1] * alpha[1] + ps[1];
     if (__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) {
 #pragma unroll
-      for (int n = 0; n < D / 8; ++n) {
+      for (int n = 0; n < Dv / 8; ++n) {
         o[n][0] *= alpha[0];
         o[n][1] *= alpha[0];
         o[n][2] *= alpha[1];
@@ -416,9 +437,9 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
 
     // O += P V: V^T fragments by ldmatrix.trans, two n8 tiles of Dv per x4
 #pragma unroll
-    for (int n2 = 0; n2 < D / 16; ++n2) {
+    for (int n2 = 0; n2 < Dv / 16; ++n2) {
       uint32_t vb[4];
-      ldsm_x4_trans(vb, vt + swz<D>(a_row, 2 * n2 + a_ch));
+      ldsm_x4_trans(vb, vt + swz<Dv>(a_row, 2 * n2 + a_ch));
       mma16816<T>(o[2 * n2], pa, vb[0], vb[1]);
       mma16816<T>(o[2 * n2 + 1], pa, vb[2], vb[3]);
     }
@@ -449,7 +470,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     st_l[w * kRows + g + 8] = lsum[1];
   }
 #pragma unroll
-  for (int n = 0; n < D / 8; ++n) {
+  for (int n = 0; n < Dv / 8; ++n) {
     *reinterpret_cast<float2*>(&so[(w * kRows + g) * C::kOPad + 8 * n + 2 * q4]) = make_float2(o[n][0], o[n][1]);
     *reinterpret_cast<float2*>(&so[(w * kRows + g + 8) * C::kOPad + 8 * n + 2 * q4]) = make_float2(o[n][2], o[n][3]);
   }
@@ -457,7 +478,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
 
   constexpr float kLn2 = 0.6931471805599453f;
   constexpr float kLog2e = 1.4426950408889634f;
-  constexpr int kQuads = D / 4;  // 4 output elements per work item
+  constexpr int kQuads = Dv / 4;  // 4 output elements per work item
   for (int idx = tid; idx < mv * kQuads; idx += kThreads) {
     const int r = idx / kQuads, d = (idx % kQuads) * 4;
     float mw[kWarps], mm = -INFINITY;
@@ -503,7 +524,7 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
     } else {
       const int64_t row = (int64_t)sp * a.R + ((int64_t)b * a.Hkv + h) * a.M + m;
       const float inv = L > 0.f ? 1.f / L : 0.f;
-      *reinterpret_cast<float4*>(a.ws_o + row * D + d) =
+      *reinterpret_cast<float4*>(a.ws_o + row * Dv + d) =
           make_float4(acc.x * inv, acc.y * inv, acc.z * inv, acc.w * inv);
       if (d == 0) a.ws_lse[row] = L > 0.f ? (mm + __log2f(L)) * kLn2 : -INFINITY;
     }
@@ -511,7 +532,8 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
 }
 
 // ------------------------------------------------------------------------------------------------
-// Combine kernel: one warp per output row (b, h, m); lane owns D/32 consecutive elements.
+// Combine kernel: one warp per output row (b, h, m); lane owns D/32 consecutive elements. D here is
+// the O row width, the V head dim Dv (combine_kernel<T, 128> serves (192, 128) as well).
 // ------------------------------------------------------------------------------------------------
 template <typename T, int D>
 __global__ void __launch_bounds__(128) combine_kernel(const Args a) {
@@ -1081,18 +1103,23 @@ inline int sms_or_default(int dev) {
 }
 
 // instantiation. Returns CTAs per SM, or 0 on failure.
-template <typename T, int D>
+template <typename T, int D, int Dv>
+inline void (*kernel_of())(const Args) {  // splitkv_kernel<T, D> when Dv == D, else <T, D, Dv>
+  if constexpr (D == Dv) return splitkv_kernel<T, D>;
+  else return splitkv_kernel<T, D, Dv>;
+}
+template <typename T, int D, int Dv = D>
 inline int prepare(int dev) {
   static int occ[kMaxDev] = {0};
   if (dev >= 0 && dev < kMaxDev && occ[dev]) return occ[dev];
   if (dev < 0) return 0;
-  if (cudaFuncSetAttribute(splitkv_kernel<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                           Cfg<D>::kSmem) != cudaSuccess) {
+  if (cudaFuncSetAttribute(kernel_of<T, D, Dv>(), cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg<D, Dv>::kSmem) != cudaSuccess) {
     cudaGetLastError();
     return 0;
   }
   int n = 0;
-  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, splitkv_kernel<T, D>, kThreads, Cfg<D>::kSmem) !=
+  if (cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kernel_of<T, D, Dv>(), kThreads, Cfg<D, Dv>::kSmem) !=
           cudaSuccess ||
       n <= 0) {
     cudaGetLastError();
@@ -1137,6 +1164,10 @@ inline int ctas_per_sm(const kseek_params* p, int dev) {
   }
 #endif
   const bool f16 = p->dtype == KSEEK_FP16;
+#if KSEEK_FA3_DECODE_DV
+  if (p->head_dim != p->head_dim_v)  // (192, 128): supported() takes no other D != Dv
+    return f16 ? prepare<__half, 192, 128>(dev) : prepare<__nv_bfloat16, 192, 128>(dev);
+#endif
   switch (p->head_dim) {
     case 64: return f16 ? prepare<__half, 64>(dev) : prepare<__nv_bfloat16, 64>(dev);
     case 128: return f16 ? prepare<__half, 128>(dev) : prepare<__nv_bfloat16, 128>(dev);
@@ -1161,8 +1192,12 @@ inline bool supported(const kseek_params* p) {
   const bool f8 = fa3::build::kDecodeFp8 && p->dtype == KSEEK_FP8_E4M3;
   if (p->dtype != KSEEK_BF16 && p->dtype != KSEEK_FP16 && !f8) return false;
   if (p->out_dtype != (f8 ? (int32_t)KSEEK_BF16 : p->dtype)) return false;
-  if (p->head_dim != p->head_dim_v) return false;
-  if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) return false;
+  if (p->head_dim != p->head_dim_v) {
+    // (192, 128), bf16/fp16, only in the KSEEK_FA3_DECODE_DV build (fp8 with D != Dv: never)
+    if (!fa3::build::kDecodeDv || f8 || p->head_dim != 192 || p->head_dim_v != 128) return false;
+  } else if (p->head_dim != 64 && p->head_dim != 128 && p->head_dim != 256) {
+    return false;
+  }
   if (p->cu_seqlens_k) return false;  // packed queries over a dense or paged cache only
   if (p->batch <= 0 || p->heads_kv <= 0 || p->heads_q <= 0 || p->heads_q % p->heads_kv) return false;
   if (p->seqlen_q < 0 || p->seqlen_k < 0 || p->seqlen_q >= (1 << 28) || p->seqlen_k >= (1 << 28)) return false;
@@ -1202,7 +1237,7 @@ inline int choose_splits(const kseek_params* p) {
   const int wl = clamp_window(p->window_left);
   const int wr = p->causal ? 0 : clamp_window(p->window_right);
   int ck = kKeys;                                                      // keys per chunk (warp stage)
-  double key_bytes = 4.0 * p->head_dim;                                // K + V, 16-bit
+  double key_bytes = 2.0 * (p->head_dim + p->head_dim_v);               // K + V, 16-bit
 #if KSEEK_FA3_DECODE_FP8
   if (p->dtype == KSEEK_FP8_E4M3) {
     ck = kKeys8;
@@ -1221,7 +1256,7 @@ inline int choose_splits(const kseek_params* p) {
     const int64_t per = (chunks + s - 1) / s;                          // chunks per split
     const int64_t waves = (ctas * s + slots - 1) / slots;
     double t = (double)waves * ((double)per * ck * key_bytes + fixed);
-    if (s > 1) t += comb + 2.0 * (double)(s * ctas * kRows) * p->head_dim * 4.0 / (double)slots;
+    if (s > 1) t += comb + 2.0 * (double)(s * ctas * kRows) * p->head_dim_v * 4.0 / (double)slots;
     if (s == 1 || t < best_t * 0.999) {
       best = (int)s;
       best_t = t;
@@ -1250,11 +1285,12 @@ inline size_t ws_bytes_for(int64_t ns, int64_t R, int d) {
 inline size_t workspace_bytes(const kseek_params* p) {
   if (!supported(p) || p->seqlen_q == 0) return 0;
   const int64_t R = (int64_t)p->batch * p->heads_kv * row_cap(p) * (p->heads_q / p->heads_kv);
-  return ws_bytes_for(choose_splits(p), R, p->head_dim);
+  return ws_bytes_for(choose_splits(p), R, p->head_dim_v);  // O partials are Dv wide
 }
 
 // T = __nv_fp8_e4m3 (KSEEK_FA3_DECODE_FP8 builds only): splitkv_f8_kernel, output and combine in bf16.
-template <typename T, int D>
+// Dv != D (KSEEK_FA3_DECODE_DV builds only): 16-bit T; partials, combine and output Dv wide.
+template <typename T, int D, int Dv = D>
 int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   constexpr bool kF8 = std::is_same<T, __nv_fp8_e4m3>::value;
   using TO = typename std::conditional<kF8, __nv_bfloat16, T>::type;  // output type
@@ -1264,7 +1300,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     if (prepare_f8<D>(dev) <= 0) return KSEEK_ERR_CUDA;
 #endif
   } else {
-    if (prepare<T, D>(dev) <= 0) return KSEEK_ERR_CUDA;
+    if (prepare<T, D, Dv>(dev) <= 0) return KSEEK_ERR_CUDA;
   }
   Args a;
   a.q = p->q;
@@ -1322,10 +1358,10 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   }
   // the workspace decides how many splits can be stored; too small -> fewer splits (>= 1)
   if (reinterpret_cast<uintptr_t>(p->workspace) & 15) ns = 1;  // float4 stores need 16-byte alignment
-  while (ns > 1 && (p->workspace == nullptr || ws_bytes_for(ns, a.R, D) > p->workspace_bytes)) --ns;
+  while (ns > 1 && (p->workspace == nullptr || ws_bytes_for(ns, a.R, Dv) > p->workspace_bytes)) --ns;
   a.nsplit = ns;
   a.ws_o = ns > 1 ? reinterpret_cast<float*>(p->workspace) : nullptr;
-  a.ws_lse = ns > 1 ? reinterpret_cast<float*>(static_cast<char*>(p->workspace) + ws_lse_offset(ns, a.R, D))
+  a.ws_lse = ns > 1 ? reinterpret_cast<float*>(static_cast<char*>(p->workspace) + ws_lse_offset(ns, a.R, Dv))
                     : nullptr;
 
   const int64_t nblk = (int64_t)a.B * a.Hkv * ns * a.mtiles;
@@ -1339,7 +1375,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     splitkv_f8_kernel<D><<<(unsigned)nblk, kThreads, Cfg8<D>::kSmem, stream>>>(a, ds);
 #endif
   } else {
-    splitkv_kernel<T, D><<<(unsigned)nblk, kThreads, Cfg<D>::kSmem, stream>>>(a);
+    kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
   }
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   if (ns == 1) return KSEEK_OK;
@@ -1357,9 +1393,9 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   attr[0].val.programmaticStreamSerializationAllowed = 1;
   cfg.attrs = attr;
   cfg.numAttrs = 1;
-  if (cudaLaunchKernelEx(&cfg, combine_kernel<TO, D>, a) != cudaSuccess) {
+  if (cudaLaunchKernelEx(&cfg, combine_kernel<TO, Dv>, a) != cudaSuccess) {  // Dv: the combine's rows
     cudaGetLastError();
-    combine_kernel<TO, D><<<cblk, 128, 0, stream>>>(a);
+    combine_kernel<TO, Dv><<<cblk, 128, 0, stream>>>(a);
     if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   }
   return KSEEK_OK;
@@ -1381,6 +1417,10 @@ inline int run(const kseek_params* p, cudaStream_t stream) {
   }
 #endif
   const bool f16 = p->dtype == KSEEK_FP16;
+#if KSEEK_FA3_DECODE_DV
+  if (p->head_dim != p->head_dim_v)  // (192, 128): supported() takes no other D != Dv
+    return f16 ? launch<__half, 192, 128>(p, ns, stream) : launch<__nv_bfloat16, 192, 128>(p, ns, stream);
+#endif
   switch (p->head_dim) {
     case 64: return f16 ? launch<__half, 64>(p, ns, stream) : launch<__nv_bfloat16, 64>(p, ns, stream);
     case 128: return f16 ? launch<__half, 128>(p, ns, stream) : launch<__nv_bfloat16, 128>(p, ns, stream);

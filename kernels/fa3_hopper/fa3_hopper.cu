@@ -142,12 +142,14 @@ inline int fwd(const kseek_params* p, cudaStream_t stream) {
 // head (Sq * Hq / Hkv), where one m16 tile holds all of them. fp8 (dec::supported takes it only in the
 // KSEEK_FA3_DECODE_FP8 build): dense calls with Sq <= 16 and up to dec::kMaxRows rows, since the fp8
 // prefill does not pack query heads (a 128-row tile per query head would hold Sq rows; NOTES v13e).
+// hd192/Dv128 bf16/fp16 (dec::supported takes it only in the KSEEK_FA3_DECODE_DV build) likewise: the
+// prefill's tiles would hold Sq rows there too (NOTES v13g).
 static bool use_decode(const kseek_params* p) {
   if (!dec::supported(p)) return false;
   const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / p->heads_kv);
   if (p->cu_seqlens_q) return rows <= dec::kMaxRows;
   if (p->page_table) return true;
-  if (p->dtype == KSEEK_FP8_E4M3) return p->seqlen_q <= 16 && rows <= dec::kMaxRows;
+  if (p->dtype == KSEEK_FP8_E4M3 || p->head_dim != p->head_dim_v) return p->seqlen_q <= 16 && rows <= dec::kMaxRows;
   return rows <= 16;
 }
 

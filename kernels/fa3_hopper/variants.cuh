@@ -46,6 +46,12 @@
 //                                  decode would take (D == Dv in {64, 128, 256}), and dense fp8 calls
 //                                  with Sq <= 16 and at most 64 query rows per KV head (NOTES v13e;
 //                                  never run on a GPU yet)
+//   -DKSEEK_FA3_DECODE_DV=0|1      head dim 192 for Q/K with 128 for V/O (DeepSeek-style) in the split-KV
+//                                  decode, bf16/fp16: 0 (default) the decode refuses D != Dv (such calls
+//                                  take the bf16/fp16 prefill or the naive fallback); 1: splitkv_kernel<T,
+//                                  192, 128> takes every call of that shape the decode would take at
+//                                  D == Dv (fp8 with D != Dv stays refused; NOTES v13g; never run on a
+//                                  GPU yet)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -82,6 +88,9 @@
 #endif
 #ifndef KSEEK_FA3_DECODE_FP8
 #define KSEEK_FA3_DECODE_FP8 0
+#endif
+#ifndef KSEEK_FA3_DECODE_DV
+#define KSEEK_FA3_DECODE_DV 0
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -128,6 +137,9 @@ static_assert(KSEEK_FA3_PAGE_GATHER >= 0 && KSEEK_FA3_PAGE_GATHER <= 2, "KSEEK_F
 
 static_assert(KSEEK_FA3_DECODE_FP8 == 0 || KSEEK_FA3_DECODE_FP8 == 1, "KSEEK_FA3_DECODE_FP8 must be 0 or 1");
 constexpr bool kDecodeFp8 = KSEEK_FA3_DECODE_FP8 != 0;
+
+static_assert(KSEEK_FA3_DECODE_DV == 0 || KSEEK_FA3_DECODE_DV == 1, "KSEEK_FA3_DECODE_DV must be 0 or 1");
+constexpr bool kDecodeDv = KSEEK_FA3_DECODE_DV != 0;
 
 }  // namespace build
 }  // namespace fa3

@@ -84,6 +84,27 @@ def test_decode_fp8_takes_every_fp8_decode_row_it_supports(tmp_path):
     assert not [n for n in refused if paths[n] == "decode"], {n: paths[n] for n in refused}
 
 
+def test_decode_dv_takes_every_16bit_d192v128_decode_row(tmp_path):
+    """-DKSEEK_FA3_DECODE_DV=1 (decode.cuh's splitkv_kernel<T, 192, 128>, NOTES v13g): every hopper decode
+    row is correct with the variant (the D == Dv kernels are unchanged), and the six 16-bit hd192/Dv128
+    decode rows (all bf16: the grid's decode rows have no fp16) run on the split-KV decode path, where
+    the default build runs them on the prefill or the naive fallback. The fp8 hd192/Dv128 rows stay
+    off it (dec::supported refuses fp8 with D != Dv in every build)."""
+    from kernelseek.scenarios import load_grid
+    dv = {s.name for s in load_grid("hopper")
+          if s.name.startswith("decode_") and s.dtype in ("bf16", "fp16") and (s.head_dim_v or s.head_dim) != s.head_dim}
+    assert dv == {"decode_d192v128_bf16_page16_q1_gqa16_b32c512_cap30",
+                  "decode_d192v128_bf16_page16_q4causal_gqa4_b2c3000s1_plain",
+                  "decode_d192v128_bf16_page128_q1_mqa_b6c1500lps3_sinks",
+                  "decode_d192v128_bf16_page128_q4causal_mha_b1c2047_plain",
+                  "decode_d192v128_bf16_contig_q1_gqa8_b16c1024_swa256",
+                  "decode_d192v128_bf16_contig_q4causal_gqa16_b4c4096s3_plain"}
+    paths = _hopper_paths_all_correct(tmp_path, "decode_", "KSEEK_FA3_DECODE_DV")
+    assert dv <= set(paths)
+    assert {n: paths[n] for n in dv if paths[n] != "decode"} == {}
+    assert not [n for n in paths if n.startswith("decode_d192v128_fp8") and paths[n] == "decode"]
+
+
 def test_page_gather_2_takes_the_paged_chunked_prefills_through_a_dense_copy(tmp_path):
     """-DKSEEK_FA3_PAGE_GATHER=2 (NOTES v13f): production's chunked prefills over a page-16 cache (p06,
     p07), which the prefill otherwise reads in place box by box, run on a copy of their pages; p05, the
