@@ -134,6 +134,7 @@ class WorkerPair:
         if out.get("status") != "passed" or not out.get("graph_ms") or not names:
             return
         xs: dict[str, list[float]] = {"candidate": [], **{n: [] for n in names}}
+        wall = dict.fromkeys(xs, 0.0)            # the parent's clock per implementation: where the rounds' time goes
         order = list(xs)
         for k in range(rounds):
             for n in round_order(order, k):
@@ -142,6 +143,7 @@ class WorkerPair:
                     self.cand.resume()
                 try:
                     r = w.request({"op": "graph_more", "impl": n, "replays": ROUND_REPLAYS}, timeout)
+                    wall[n] += w.last_wall_s or 0.0          # (read before a pause clears it)
                 finally:
                     if w is self.cand:
                         self.cand.pause()
@@ -160,7 +162,9 @@ class WorkerPair:
                                "solo_ms": {n: (out if n == "candidate" else out["baselines"][n])["graph_solo_ms"]
                                            for n in xs},
                                # every replay, round by round: whether the first of a round runs slow
-                               "times_ms": {n: [round(x, 5) for x in v] for n, v in xs.items()}}
+                               "times_ms": {n: [round(x, 5) for x in v] for n, v in xs.items()},
+                               # seconds of requests per implementation (replays, refreshes, flushes, checks)
+                               "wall_s": {n: round(v, 6) for n, v in wall.items()}}
 
     def _calibrate(self, baselines: dict, timeout: float):
         """(fixed ms, (wall, calls, claimed) of the fastest baseline's burst or None), or a reason

@@ -47,6 +47,9 @@ def test_rounds_replace_a_solo_time_taken_in_another_state(runs):
     # every replay is kept, round by round (the stand-in's k-th round runs at 0.9 + 0.1 k of its speed)
     assert g["times_ms"]["cudnn"] == [pytest.approx(0.9 * f) for f in (0.9, 1.0, 1.1) for _ in range(WP.ROUND_REPLAYS)]
     assert len(g["times_ms"]["candidate"]) == 3 * WP.ROUND_REPLAYS
+    # the parent's clock per implementation (3 requests each), within the phase it belongs to
+    assert set(g["wall_s"]) == {"candidate", "cudnn"} and all(v > 0 for v in g["wall_s"].values())
+    assert sum(g["wall_s"].values()) <= meta3["phases_s"]["graph_rounds"]
     assert d3.baselines["cudnn"]["graph_solo_ms"] == 1.08
     assert d3.corroboration["graph"]["ok"]                 # the rounds' median is what the parent's clock judged
     back = {r.scenario: r for r in R.load(run)[0]}
