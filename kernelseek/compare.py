@@ -136,7 +136,7 @@ def graph_speedups(table: Any, p10: bool = False) -> dict[str, float]:
     return out
 
 
-def _move(a: float, b: float) -> float:
+def symmetric_move(a: float, b: float) -> float:
     """How far a ratio moved from a to b, the same either way (compare's rule: |log(b / a)|), as a
     fraction: 0.97 -> 1.0 and 1.0 -> 0.97 both move 3.1%."""
     return math.exp(abs(math.log(b / a))) - 1.0
@@ -151,11 +151,11 @@ def repeatability(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE) ->
     recs = []
     for (na, ta), (nb, tb) in zip(runs, runs[1:]):
         pa, pb = p10_speedups(ta), p10_speedups(tb)
-        p10_moves = [_move(pa[k], pb[k]) for k in pa if k in pb]
+        p10_moves = [symmetric_move(pa[k], pb[k]) for k in pa if k in pb]
         ga, gb = graph_speedups(ta), graph_speedups(tb)
-        g_moves = {k: _move(ga[k], gb[k]) for k in ga if k in gb}
+        g_moves = {k: symmetric_move(ga[k], gb[k]) for k in ga if k in gb}
         qa, qb = graph_speedups(ta, p10=True), graph_speedups(tb, p10=True)
-        q_moves = [_move(qa[k], qb[k]) for k in qa if k in qb]
+        q_moves = [symmetric_move(qa[k], qb[k]) for k in qa if k in qb]
         df = compare(ta, tb, noise=tol)
         moves = (df["ratio"].dropna() - 1.0).abs()
         tmove = df["time_change"].dropna().abs()

@@ -3,7 +3,6 @@ and, when the runs timed CUDA-graph replay, on the graph measure in a second pan
 judges host-bound rows). Rows that moved more than the tolerance are shaded, by which side moved."""
 from __future__ import annotations
 
-import math
 from typing import Any
 
 from matplotlib.figure import Figure
@@ -11,7 +10,7 @@ from matplotlib.lines import Line2D
 from matplotlib.patches import Patch
 
 from kernelseek import plots as P
-from kernelseek.compare import REPEAT_TOLERANCE, compare
+from kernelseek.compare import REPEAT_TOLERANCE, compare, repeatability, symmetric_move
 from kernelseek.rows import as_rows, is_timed
 
 GRAPH_LABEL = "speedup in CUDA-graph replay\n(log scale; above 1: we are faster)"
@@ -29,18 +28,16 @@ def _moved_per_call(tables: list, tol: float) -> dict[str, str]:
     return moved
 
 
-def _moved_graph(by: list[dict], tol: float) -> dict[str, str]:
-    """The same on the graph measure: |log| of the graph speedup's move over log(1 + tol); "ours" when
-    our own graph time moved by more than tol too."""
-    lim, moved = math.log1p(tol), {}
-    for a, b in zip(by, by[1:]):
-        for name, ra in a.items():
-            rb = b.get(name)
-            if rb is None or not ra.graph_speedup or not rb.graph_speedup:
-                continue
-            if abs(math.log(rb.graph_speedup / ra.graph_speedup)) > lim:
-                ours = bool(ra.graph_ms and rb.graph_ms) and abs(math.log(rb.graph_ms / ra.graph_ms)) > lim
-                moved[name] = "ours" if ours or moved.get(name) == "ours" else "base"
+def _moved_graph(tables: list, tol: float) -> dict[str, str]:
+    """The same on the graph measure: the rows repeatability() counts over tol there; "ours" when our
+    own graph time moved by more than tol too (the same |log| rule, compare.symmetric_move)."""
+    moved: dict[str, str] = {}
+    for rep, ta, tb in zip(repeatability(list(enumerate(tables)), tol).itertuples(), tables, tables[1:]):
+        a, b = {r.scenario: r for r in ta}, {r.scenario: r for r in tb}
+        for name, _ in rep.graph_over:
+            ga, gb = a[name].graph_ms, b[name].graph_ms
+            ours = bool(ga and gb) and symmetric_move(ga, gb) > tol
+            moved[name] = "ours" if ours or moved.get(name) == "ours" else "base"
     return moved
 
 
@@ -85,7 +82,7 @@ def repeat_plot(runs: list[tuple[str, Any]], tol: float = REPEAT_TOLERANCE, titl
     ax.set_ylabel(P.SPEEDUP_LABEL)
     if graph:
         g = axes[1]
-        _panel(g, order, by, lambda r: r.graph_speedup or None, _moved_graph(by, tol))
+        _panel(g, order, by, lambda r: r.graph_speedup or None, _moved_graph(tables, tol))
         g.set_ylabel(GRAPH_LABEL)
     P._row_ticks(axes[-1], [labels[s] for s in order])
     axes[-1].set_xlabel("scenario (grid row and name)")

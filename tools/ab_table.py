@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import statistics
 import sys
 from collections import defaultdict
@@ -51,11 +50,6 @@ def _med(rows_lists, name, field):
     return statistics.median(xs) if xs else None
 
 
-def _gm(xs):
-    xs = [x for x in xs if x]
-    return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
-
-
 def table(exp: dict) -> tuple[list[dict], dict]:
     """Per row: off/on ms per call and graph, their ratios, correct on each side; and the summary."""
     names = list(dict.fromkeys(r.scenario for rows in exp["off"] + exp["on"] for r in rows))
@@ -74,7 +68,7 @@ def table(exp: dict) -> tuple[list[dict], dict]:
         out.append(rec)
     summ = {"rows": len(out), "runs_off": len(exp["off"]), "runs_on": len(exp["on"]),
             "all_correct_on": all(r["on_correct"].split("/")[0] == r["on_correct"].split("/")[1] != "0" for r in out),
-            "geomean_ratio": _gm([r["ratio"] for r in out]), "geomean_graph_ratio": _gm([r["graph_ratio"] for r in out])}
+            "geomean_ratio": R.geomean([r["ratio"] for r in out]), "geomean_graph_ratio": R.geomean([r["graph_ratio"] for r in out])}
     return out, summ
 
 

@@ -11,13 +11,8 @@
 #       the fa3api grid (tools/fa3api_grid.py), bench26 against FA3 (the dense paths did not regress),
 #       FlashAttention-3's own forward tests (seeded sample, tools/gpu_fa3api.sh's runner, what time is left).
 #   (mode c, the A/B of the removed KSEEK_FA3_PAGEIDS=smem, ran at aa20ca6: git show aa20ca6:tools/gpu_paged.sh)
-#   GPU (any variant, carry .whl .kseek-cache .fa3, both builds prebuilt here):
-#       DEF=NAME=VALUE GRID=production SCEN=11-17 bash tools/gpu_paged.sh ab    (~4 x 30-60 s)
 #   GPU (carry .fa3tests too):  bash tools/gpu_paged.sh d    ncu on p05/p06, then FA3's forward tests
-#   GPU (carry .whl .kseek-cache .fa3, the default and the KSEEK_FA3_PAGE_GATHER=1 builds prebuilt here):
-#       bash tools/gpu_paged.sh gather   the page-gather variant: 102 paged/decode hopper rows checked, 12 timed (~450 s)
-#   GPU (carry .whl .kseek-cache .fa3, the default and the KSEEK_FA3_DECODE_FP8=1 builds prebuilt here):
-#       bash tools/gpu_paged.sh fp8dec   fp8 in the split-KV decode: the 48 hopper decode rows checked, 9 fp8 timed (~450 s)
+#   Build variants (A/B against the default, and their GPU tests): tools/gpu_variants.sh.
 # Everything lands in $OUT/bundle.tgz; a short table is printed last.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -30,23 +25,6 @@ T0=$(date +%s)
 log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
 ks() { python3 -m kernelseek "$@"; }
 summ() { grep -E "geomean|correct|speedup|FAILED|failed|error" "$1" | tail -${2:-4}; }
-# variant_rows NAME=VALUE TAG CHECK ROWS: build the variant; the hopper rows CHECK checked with it (check only,
-# each row's path recorded); then ROWS timed against FA3 (graph) without and with it. Files $OUT/TAG_*.txt
-variant_rows() {
-  ks build kernels/fa3_hopper --define "$1" > "$OUT/build_variant.txt" 2>&1; tail -2 "$OUT/build_variant.txt"
-  log "hopper $3 check-only with $1"
-  timeout 150 python3 -m kernelseek eval kernels/fa3_hopper --grid hopper --scenarios "$3" --check-only \
-    --define "$1" --no-progress --runs-dir /tmp/paged_runs > "$OUT/$2_check.txt" 2>&1
-  echo "rc=$?"; summ "$OUT/$2_check.txt" 4
-  local cfg def
-  for cfg in off on; do
-    def=(); [ $cfg = on ] && def=(--define "$1")
-    log "$2 rows vs fa3 (graph), $1 $cfg"
-    timeout 170 python3 -m kernelseek eval kernels/fa3_hopper --grid hopper --scenarios "$4" --baseline fa3 --graph \
-      "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/$2_$cfg.txt" 2>&1
-    grep -E "correct|^ +[0-9]+ " "$OUT/$2_$cfg.txt" | tail -14
-  done
-}
 
 nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
 echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
@@ -86,39 +64,6 @@ b)
   tail -16 "$OUT/fa3tests_call.log"
   log "tables"
   tail -21 "$OUT/grid.txt"
-  ;;
-ab)  # any build variant against the default, A B B A on one machine: DEF=NAME=VALUE GRID=grid SCEN=rows
-    # (e.g. DEF=KSEEK_FA3_DECODE_SPLITS=ragged GRID=production SCEN=11-17: the ragged-decode split bound)
-  : "${DEF:?DEF=NAME=VALUE}" "${SCEN:?SCEN=rows}"
-  ks build kernels/fa3_hopper --define "$DEF" > "$OUT/build_variant.txt" 2>&1; tail -2 "$OUT/build_variant.txt"
-  n=0
-  for cfg in off on on off; do
-    n=$((n + 1)); def=(); [ $cfg = on ] && def=(--define "$DEF")
-    log "${GRID:-production} rows $SCEN, $DEF $cfg ($n)"
-    timeout 110 python3 -m kernelseek eval kernels/fa3_hopper --grid "${GRID:-production}" --scenarios "$SCEN" \
-      --baseline "${BASE:-fa3}" --graph "${def[@]}" --no-progress --runs-dir /tmp/paged_runs > "$OUT/ab_${n}_$cfg.txt" 2>&1
-    grep -E "correct|^ +[0-9]+ " "$OUT/ab_${n}_$cfg.txt" | tail -12
-  done
-  ;;
-gather)  # -DKSEEK_FA3_PAGE_GATHER=1 (NOTES session 11, v13d): every paged/decode hopper row checked with it
-    # (path recorded per row), then 12 of the 54 rows that ran naive at c8cb9ac timed off / on against FA3
-  G12=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d192_fp8_full_mqa_b1q2048c2048p16_plain
-  G12=$G12,paged_d256_fp8_causal_gqa4_b2q1000c1500p256_plain,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
-  G12=$G12,paged_d96_fp8_swa511_gqa4_b2q1000c1500p256_plain,decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain
-  G12=$G12,decode_d64_fp8_page128_q1_gqa8_b4c4096s3_plain,decode_d192v128_fp8_page128_q4causal_gqa8_b6c1500lps3_plain
-  G12=$G12,paged_d128_bf16_full_mqa_b4q300c640p1_cap50,paged_d256_bf16_causal_gqa2_b4q300c640p1_cap30
-  G12=$G12,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain,paged_d192_fp16_full_mha_b3q128c777p64lp_plain
-  variant_rows KSEEK_FA3_PAGE_GATHER=1 gather paged_,decode_ "$G12"
-  ;;
-fp8dec)  # -DKSEEK_FA3_DECODE_FP8=1 (NOTES v13e): every hopper decode row checked with it (path recorded per
-    # row; tests/gpu/test_variants_gpu.py -k decode_fp8 asserts them), then 9 of the 24 fp8 decode rows
-    # (4 paged, 5 contiguous incl. the at-risk d256 s1 row; every head dim it takes) timed off / on against FA3
-  F8=decode_d128_fp8_page16_q1_gqa8_b2c3000s1_plain,decode_d64_fp8_page128_q1_gqa8_b4c4096s3_plain
-  F8=$F8,decode_d256_fp8_page16_q4causal_gqa8_b4c4096s3_plain,decode_d128_fp8_page128_q4causal_mqa_b16c1024_plain
-  F8=$F8,decode_d64_fp8_contig_q1_gqa4_b32c512_plain,decode_d128_fp8_contig_q1_mha_b4c4096s3_plain
-  F8=$F8,decode_d128_fp8_contig_q4causal_gqa8_b8c2000lp_plain,decode_d256_fp8_contig_q4causal_mha_b6c1500lps3_plain
-  F8=$F8,decode_d256_fp8_contig_q1_mqa_b2c3000s1_cap30
-  variant_rows KSEEK_FA3_DECODE_FP8=1 fp8dec decode_ "$F8"
   ;;
 d)  # Nsight Compute on p05 (contiguous) and p06 (page 16): what limits the paged prefill (NOTES v13c),
     # then FlashAttention-3's forward tests on this kernel (carry .fa3tests too)

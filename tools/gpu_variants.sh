@@ -15,10 +15,12 @@
 #                                           split count (b8c2000lp, b1c2047): must not lose > 2%
 #   bn176    KSEEK_FA3_BN=176               bench26 rows 10-12   (issue 27, row 12: fixed cost per tile)
 #   fp8dec   KSEEK_FA3_DECODE_FP8=1         hopper fp8 decode rows (v13e: fp8 through the split-KV decode)
-#   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d; or gpu_paged.sh gather)
+#   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d)
 #   gather2  KSEEK_FA3_PAGE_GATHER=2        production p05-p07 (v13f: p06/p07 through a dense copy, not the PG producer)
 #   dv       KSEEK_FA3_DECODE_DV=1          hopper bf16 hd192/Dv128 decode rows (v13g: off the prefill / fallback)
 # Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
+# TESTS=1: after an experiment's A/B, its GPU test in tests/gpu/test_variants_gpu.py (every row of its block
+# checked with the variant, and the path each takes), where it has one (fp8dec, dv, gather, gather2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GATHER_ROWS=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
@@ -34,6 +36,12 @@ exp() {   # name -> "DEFINE GRID ROWS"
     gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
     gather2) echo "KSEEK_FA3_PAGE_GATHER=2 production 5-7" ;;
     dv) echo "KSEEK_FA3_DECODE_DV=1 hopper decode_d192v128_bf16" ;;
+    *) return 1 ;;
+  esac
+}
+gputest() {   # name -> the -k expression of its GPU test, if any
+  case $1 in
+    fp8dec) echo decode_fp8 ;; dv) echo decode_dv ;; gather) echo page_gather_takes ;; gather2) echo page_gather_2 ;;
     *) return 1 ;;
   esac
 }
@@ -69,6 +77,11 @@ for name in ${EXPS:-warp ragged bn176}; do
     pkill -9 -f "kernelseek.worker" 2>/dev/null
   done
   tar czf "$OUT/runs-$name.tgz" -C "$RUNS" "$name" 2>/dev/null   # what is done so far, should the call be cut
+  if [ "${TESTS:-0}" = 1 ] && k=$(gputest "$name"); then
+    timeout -k 5 "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_variants_gpu.py -k "$k" \
+      > "$OUT/gputest_$name.txt" 2>&1
+    echo "  GPU test ($k): rc=$? $(tail -1 "$OUT/gputest_$name.txt")"
+  fi
 done
 log "tables"
 python3 tools/ab_table.py "$RUNS" --json "$OUT/ab.json" | tee "$OUT/ab.txt"

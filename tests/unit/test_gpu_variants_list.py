@@ -34,3 +34,15 @@ def test_every_experiment_names_a_documented_variant_value_and_real_rows():
             assert len(picked) == len(rows.split(","))
         if name == "raggedh":                      # decode rows that pass cache_seqlens
             assert all(s.name.startswith("decode_") for s in picked)
+
+
+def test_each_experiments_gpu_test_names_exactly_one_test():
+    """TESTS=1 runs `pytest -k EXPR` per experiment (gputest in the script): EXPR must pick one test."""
+    text = (REPO / "tools" / "gpu_variants.sh").read_text()
+    body = text[text.index("gputest() {"):text.index("ALL=")]
+    pairs = re.findall(r"(\w+)\) echo (\w+) ;;", body)
+    names = {e[0] for e in _experiments()}
+    tests = re.findall(r"^def (test_\w+)", (REPO / "tests" / "gpu" / "test_variants_gpu.py").read_text(), re.M)
+    assert {n for n, _ in pairs} == {"fp8dec", "dv", "gather", "gather2"} <= names
+    for name, k in pairs:
+        assert len([t for t in tests if k in t]) == 1, (name, k, tests)
