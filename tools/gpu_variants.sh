@@ -19,6 +19,10 @@
 #   gather2  KSEEK_FA3_PAGE_GATHER=2        production p05-p07 (v13f: p06/p07 through a dense copy, not the PG producer)
 #   dv       KSEEK_FA3_DECODE_DV=1          hopper bf16 hd192/Dv128 decode rows (v13g: off the prefill / fallback)
 # Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
+# ORDER (default "off on on off") is each experiment's sequence of builds; TOTAL_S (default 540) ends the
+# script before an eval that could run past it, so the bundle is still packed when the device call ends
+# (session 13: a call cut at its limit brought back an empty bundle). ROWS_<name> overrides an
+# experiment's rows (e.g. ROWS_fp8dec=decode_d128_fp8).
 # TESTS=1: after an experiment's A/B, its GPU test in tests/gpu/test_variants_gpu.py (every row of its block
 # checked with the variant, and the path each takes), where it has one (fp8dec, dv, gather, gather2).
 set -uo pipefail
@@ -63,21 +67,26 @@ echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
 for name in ${EXPS:-warp ragged bn176}; do
   spec=$(exp "$name") || { echo "unknown experiment $name ($ALL)"; continue; }
   read -r def grid rows <<< "$spec"
+  ov=ROWS_$name; rows=${!ov:-$rows}
   log "$name: $def on $grid rows $rows"
   if ! python3 -m kernelseek build kernels/fa3_hopper --define "$def" > "$OUT/build_$name.txt" 2>&1; then
     echo "build failed:"; tail -5 "$OUT/build_$name.txt"; continue
   fi
   n=0
-  for cfg in off on on off; do
+  for cfg in ${ORDER:-off on on off}; do
     n=$((n + 1)); d=(); [ $cfg = on ] && d=(--define "$def")
+    if [ $(( $(date +%s) - T0 + ${EV_S:-110} )) -gt "${TOTAL_S:-540}" ]; then
+      echo "  $cfg ($n): skipped, TOTAL_S=${TOTAL_S:-540} would be passed"; continue
+    fi
     timeout -k 5 "${EV_S:-110}" python3 -m kernelseek eval kernels/fa3_hopper --grid "$grid" --scenarios "$rows" \
       --baseline "${BASE:-fa3}" --graph --budget "${BUDGET:-0.2}" "${d[@]}" --no-progress \
       --runs-dir "$RUNS/$name" > "$OUT/${name}_${n}_$cfg.txt" 2>&1
-    echo "  $cfg ($n): rc=$? $(grep -E '^correct' "$OUT/${name}_${n}_$cfg.txt" | tail -1)"
+    rc=$?; echo "  $cfg ($n): rc=$rc (+$(( $(date +%s) - T0 )) s) $(grep -E '^correct' "$OUT/${name}_${n}_$cfg.txt" | tail -1)"
     pkill -9 -f "kernelseek.worker" 2>/dev/null
   done
   tar czf "$OUT/runs-$name.tgz" -C "$RUNS" "$name" 2>/dev/null   # what is done so far, should the call be cut
-  if [ "${TESTS:-0}" = 1 ] && k=$(gputest "$name"); then
+  if [ "${TESTS:-0}" = 1 ] && k=$(gputest "$name") && \
+     [ $(( $(date +%s) - T0 + ${TEST_S:-240} )) -le "${TOTAL_S:-540}" ]; then
     timeout -k 5 "${TEST_S:-240}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_variants_gpu.py -k "$k" \
       > "$OUT/gputest_$name.txt" 2>&1
     echo "  GPU test ($k): rc=$? $(tail -1 "$OUT/gputest_$name.txt")"
