@@ -1,30 +1,34 @@
 #!/usr/bin/env bash
-# The build variants written but never run on a GPU, A/B against the default build on one machine, in
-# as few calls as the budget allows: each experiment runs its rows off on on off (the run's meta
-# build_defines tells them apart), against FA3 (carry .fa3: no staging), per call and in graph replay;
-# tools/ab_table.py prints the table last (on/off time per row, correct on each side, the path taken).
+# The build variants A/B'd against the default build on one machine, in as few calls as the budget allows:
+# each experiment runs its rows off on on off (the run's meta build_defines tells them apart), against
+# FA3 (carry .fa3: no staging), per call and in graph replay; tools/ab_table.py prints the table last
+# (on/off time per row, correct on each side, the path taken). "on" is the experiment's define.
 #   here first: every build in the cache that travels (KSEEK_CACHE_DIR=$PWD/.kseek-cache
 #     python3 -m kernelseek build kernels/fa3_hopper [--define NAME=VALUE]), so nothing compiles there
 #   GPU (carry .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> EXPS="warp ragged" bash tools/gpu_variants.sh
 #   bash tools/gpu_variants.sh --list   the experiments, one line each (tests/unit/test_gpu_variants_list.py)
+# Session 13 measured all of them but warp and bn176 and made four defaults (v14, NOTES): their experiments
+# now define v13's behaviour, so "on" is the old build (a ratio above 1: v14 is faster).
 # Experiments (name: define, grid, rows; NOTES names the entry with each prediction):
-#   warp     KSEEK_FA3_PAGEIDS=warp         production p05-p07  (v13c: the PG producer, lane j issues box j)
-#   ragged   KSEEK_FA3_DECODE_SPLITS=ragged production d11-d17  (d17, ragged decode: more splits; d11-d16
+#   warp     KSEEK_FA3_PAGEIDS=warp         production p05-p07  (v13c: the PG producer, lane j issues box j;
+#                                           v14 sends p06/p07 through the dense copy, so measure with
+#                                           PAGE_GATHER=0 for the in-place producer)
+#   ragged   KSEEK_FA3_DECODE_SPLITS=model  production d11-d17  (v13's split count: d17 one split; d11-d16
 #                                           pass no seqused_k, so they make the same calls either way)
-#   raggedh  KSEEK_FA3_DECODE_SPLITS=ragged hopper decode rows that pass cache_seqlens without a fixed
-#                                           split count (b8c2000lp, b1c2047): must not lose > 2%
+#   raggedh  KSEEK_FA3_DECODE_SPLITS=model  hopper decode rows that pass cache_seqlens without a fixed
+#                                           split count (b8c2000lp, b1c2047)
 #   bn176    KSEEK_FA3_BN=176               bench26 rows 10-12   (issue 27, row 12: fixed cost per tile)
-#   fp8dec   KSEEK_FA3_DECODE_FP8=1         hopper fp8 decode rows (v13e: fp8 through the split-KV decode)
-#   gather   KSEEK_FA3_PAGE_GATHER=1        hopper paged fp8 / page-1 / leftpad rows (v13d)
-#   gather2  KSEEK_FA3_PAGE_GATHER=2        production p05-p07 (v13f: p06/p07 through a dense copy, not the PG producer)
-#   dv       KSEEK_FA3_DECODE_DV=1          hopper bf16 hd192/Dv128 decode rows (v13g: off the prefill / fallback)
+#   fp8dec   KSEEK_FA3_DECODE_FP8=0         hopper fp8 decode rows (v13: paged fp8 decode on the naive fallback)
+#   gather   KSEEK_FA3_PAGE_GATHER=0        hopper paged fp8 / page-1 / leftpad rows (v13: the naive fallback)
+#   gather2  KSEEK_FA3_PAGE_GATHER=1        production p05-p07 (p06/p07 read in place by the PG producer)
+#   dv       KSEEK_FA3_DECODE_DV=0          hopper bf16 hd192/Dv128 decode rows (v13: the prefill / fallback)
 # Each eval is stopped at EV_S (default 110 s); BUDGET (default 0.2) is eval's --budget (s of timing per row).
 # ORDER (default "off on on off") is each experiment's sequence of builds; TOTAL_S (default 540) ends the
 # script before an eval that could run past it, so the bundle is still packed when the device call ends
 # (session 13: a call cut at its limit brought back an empty bundle). ROWS_<name> overrides an
 # experiment's rows (e.g. ROWS_fp8dec=decode_d128_fp8).
 # TESTS=1: after an experiment's A/B, its GPU test in tests/gpu/test_variants_gpu.py (every row of its block
-# checked with the variant, and the path each takes), where it has one (fp8dec, dv, gather, gather2).
+# checked on the default build, and the path each takes), where it has one (fp8dec, dv, gather, gather2).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 GATHER_ROWS=paged_d128_fp8_full_gqa8_b2q1000c1500p256_cap30,paged_d64_fp8_causal_gqa4_b4q256c1024p16_cap50
@@ -33,13 +37,13 @@ GATHER_ROWS=$GATHER_ROWS,paged_d128_fp16_swa511_mqa_b3q128c777p64lp_plain
 exp() {   # name -> "DEFINE GRID ROWS"
   case $1 in
     warp) echo "KSEEK_FA3_PAGEIDS=warp production 5-7" ;;
-    ragged) echo "KSEEK_FA3_DECODE_SPLITS=ragged production 11-17" ;;
-    raggedh) echo "KSEEK_FA3_DECODE_SPLITS=ragged hopper b8c2000lp,b1c2047" ;;
+    ragged) echo "KSEEK_FA3_DECODE_SPLITS=model production 11-17" ;;
+    raggedh) echo "KSEEK_FA3_DECODE_SPLITS=model hopper b8c2000lp,b1c2047" ;;
     bn176) echo "KSEEK_FA3_BN=176 bench26 10-12" ;;
-    fp8dec) echo "KSEEK_FA3_DECODE_FP8=1 hopper fp8_page,fp8_contig" ;;
-    gather) echo "KSEEK_FA3_PAGE_GATHER=1 hopper $GATHER_ROWS" ;;
-    gather2) echo "KSEEK_FA3_PAGE_GATHER=2 production 5-7" ;;
-    dv) echo "KSEEK_FA3_DECODE_DV=1 hopper decode_d192v128_bf16" ;;
+    fp8dec) echo "KSEEK_FA3_DECODE_FP8=0 hopper fp8_page,fp8_contig" ;;
+    gather) echo "KSEEK_FA3_PAGE_GATHER=0 hopper $GATHER_ROWS" ;;
+    gather2) echo "KSEEK_FA3_PAGE_GATHER=1 production 5-7" ;;
+    dv) echo "KSEEK_FA3_DECODE_DV=0 hopper decode_d192v128_bf16" ;;
     *) return 1 ;;
   esac
 }

@@ -1,6 +1,8 @@
 // variants.cuh: the build variants of fa3_hopper, for A/B runs. Each is a -D flag named after the
 // environment variable that v12 and earlier read with getenv in the call path (same values); unset,
-// each takes the default, which reproduces v12's default behaviour exactly. An instantiation that
+// each takes the default (v14, session 13: PAGE_GATHER=2, DECODE_FP8=1, DECODE_DV=1 and
+// DECODE_SPLITS=ragged became defaults after their H200 A/B, NOTES v14; the old behaviour is the
+// value 0 / model). An instantiation that
 // only a variant reaches (a consumer schedule, a tile width) is compiled only in that variant, so
 // the default build holds exactly the kernels the default dispatch can reach. README.md lists them.
 //
@@ -20,12 +22,16 @@
 //   -DKSEEK_FA3_OSTORE=tma|direct  O leaves through shared memory and a TMA store where it fits
 //                                  (tma, default) or by direct global stores everywhere (direct)
 //   -DKSEEK_FA3_DECODE_SPLITS=model|ragged
-//                                  split-KV decode with seqused_k: the cost model's split count (model,
-//                                  default: it assumes every sequence holds seqlen_k keys), or at least
-//                                  enough splits that a CTA covers <= KSEEK_FA3_SPLIT_KEYS keys of the
-//                                  longest sequence (ragged: one long sequence no longer rests on a few
-//                                  CTAs; NOTES session 8, d17; never run on a GPU yet)
+//                                  split-KV decode with seqused_k: the cost model's split count (model:
+//                                  it assumes every sequence holds seqlen_k keys), or (ragged, default
+//                                  since v14) at least enough splits that a CTA covers <=
+//                                  KSEEK_FA3_SPLIT_KEYS keys of the longest sequence, when that needs
+//                                  >= KSEEK_FA3_RAGGED_MIN_SPLITS (one long sequence no longer rests on
+//                                  a few CTAs: d17 0.18 -> 0.095 ms on the H200; without the minimum a
+//                                  2000-key uniform row went 1 -> 2 splits and lost 3.6% in graph replay)
 //   -DKSEEK_FA3_SPLIT_KEYS=1024    the keys per CTA bound of `ragged` (> 0)
+//   -DKSEEK_FA3_RAGGED_MIN_SPLITS=4
+//                                  `ragged` leaves the model's choice alone below this many splits (>= 1)
 //   -DKSEEK_FA3_PAGEIDS=ldg|warp   paged prefill (PG kernels only): the producer thread reads each box's
 //                                  page id from global memory before its TMA (ldg, default: one at a
 //                                  time); or the whole producer warp runs the loop and lane j loads box
@@ -33,25 +39,25 @@
 //                                  third value, smem: ids by cp.async into shared memory, measured no
 //                                  change at aa20ca6 and was removed: NOTES v13c.)
 //   -DKSEEK_FA3_PAGE_GATHER=0|1|2  a paged call no fast path reads in place (fp8 K/V, page sizes not a
-//                                  multiple of 8, paged left padding): 0 (default) the naive fallback;
+//                                  multiple of 8, paged left padding): 0 the naive fallback;
 //                                  1: copy its pages to a dense K/V in the workspace and run a fast path
-//                                  over that (page_gather.cuh; session 11, never run on a GPU yet);
-//                                  2: as 1, and every paged prefill the bf16/fp16 prefill would read in
-//                                  place (page % 8 == 0) goes through the copy too (p06/p07: the PG
-//                                  producer's box-per-page loads against one copy of the cache;
-//                                  session 12, never run on a GPU yet). Decode and mixed calls never.
+//                                  over that (page_gather.cuh; H200: 5 hopper rows 0.010-0.13x of before);
+//                                  2 (default since v14): as 1, and every paged prefill the bf16/fp16
+//                                  prefill would read in place (page % 8 == 0) goes through the copy too
+//                                  (H200: p06 0.50 -> 0.22 ms, p07 7.3 -> 3.2 ms against the PG
+//                                  producer's box-per-page loads). Decode and mixed calls never.
 //   -DKSEEK_FA3_DECODE_FP8=0|1     fp8 e4m3 q/k/v (o bf16) in the split-KV decode: 0 (default) fp8 calls
 //                                  never reach decode.cuh (paged: the naive fallback; dense: the fp8
-//                                  prefill); 1: dec::splitkv_f8_kernel takes the fp8 calls the bf16
-//                                  decode would take (D == Dv in {64, 128, 256}), and dense fp8 calls
-//                                  with Sq <= 16 and at most 64 query rows per KV head (NOTES v13e;
-//                                  never run on a GPU yet)
+//                                  prefill); 1 (default since v14): dec::splitkv_f8_kernel takes the fp8
+//                                  calls the bf16 decode would take (D == Dv in {64, 128, 256}), and
+//                                  dense fp8 calls with Sq <= 16 and at most 64 query rows per KV head
+//                                  (NOTES v13e; H200: the 6 hd128 fp8 decode rows 0.05-0.90x of before)
 //   -DKSEEK_FA3_DECODE_DV=0|1      head dim 192 for Q/K with 128 for V/O (DeepSeek-style) in the split-KV
-//                                  decode, bf16/fp16: 0 (default) the decode refuses D != Dv (such calls
-//                                  take the bf16/fp16 prefill or the naive fallback); 1: splitkv_kernel<T,
-//                                  192, 128> takes every call of that shape the decode would take at
-//                                  D == Dv (fp8 with D != Dv stays refused; NOTES v13g; never run on a
-//                                  GPU yet)
+//                                  decode, bf16/fp16: 0 the decode refuses D != Dv (such calls take the
+//                                  bf16/fp16 prefill or the naive fallback); 1 (default since v14):
+//                                  splitkv_kernel<T, 192, 128> takes every call of that shape the decode
+//                                  would take at D == Dv (fp8 with D != Dv stays refused; NOTES v13g;
+//                                  H200: the 6 hd192/128 bf16 decode rows 0.09-0.89x of before)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -81,19 +87,22 @@
 #define KSEEK_FA3_PAGEIDS ldg
 #endif
 #ifndef KSEEK_FA3_DECODE_SPLITS
-#define KSEEK_FA3_DECODE_SPLITS model
+#define KSEEK_FA3_DECODE_SPLITS ragged
 #endif
 #ifndef KSEEK_FA3_PAGE_GATHER
-#define KSEEK_FA3_PAGE_GATHER 0
+#define KSEEK_FA3_PAGE_GATHER 2
 #endif
 #ifndef KSEEK_FA3_DECODE_FP8
-#define KSEEK_FA3_DECODE_FP8 0
+#define KSEEK_FA3_DECODE_FP8 1
 #endif
 #ifndef KSEEK_FA3_DECODE_DV
-#define KSEEK_FA3_DECODE_DV 0
+#define KSEEK_FA3_DECODE_DV 1
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
+#endif
+#ifndef KSEEK_FA3_RAGGED_MIN_SPLITS
+#define KSEEK_FA3_RAGGED_MIN_SPLITS 4
 #endif
 
 // A word-valued flag (SCHED, ORDER, OSTORE) selects the constant <prefix>_<word> below; any other
@@ -132,6 +141,8 @@ enum DecodeSplits { decsplits_model, decsplits_ragged };
 constexpr DecodeSplits kDecodeSplits = FA3_PASTE(decsplits_, KSEEK_FA3_DECODE_SPLITS);
 constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
 static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
+constexpr int kRaggedMinSplits = KSEEK_FA3_RAGGED_MIN_SPLITS;
+static_assert(kRaggedMinSplits >= 1, "KSEEK_FA3_RAGGED_MIN_SPLITS must be >= 1");
 
 static_assert(KSEEK_FA3_PAGE_GATHER >= 0 && KSEEK_FA3_PAGE_GATHER <= 2, "KSEEK_FA3_PAGE_GATHER must be 0, 1 or 2");
 

@@ -39,32 +39,34 @@ def test_folder_variant_through_the_worker(tmp_path):
     assert pmeta["kernel_sha256"] == vmeta["kernel_sha256"]
 
 
-def _hopper_paths_all_correct(tmp_path, scenarios, define, grid="hopper", value=1):
-    """The rows `scenarios` of `grid` checked (check only) on kernels/fa3_hopper built with -D`define`=`value`:
-    asserts every row passed and the build was recorded; returns each row's path (features["path"])."""
+def _hopper_paths_all_correct(tmp_path, scenarios, grid="hopper", defines=None):
+    """The rows `scenarios` of `grid` checked (check only) on kernels/fa3_hopper's default build (v14: the
+    four variants below are its defaults since session 13), or built with `defines`: asserts every row
+    passed and the build was recorded; returns each row's path (features["path"])."""
     from kernelseek.evaluate import evaluate
+    defines = {k: str(v) for k, v in (defines or {}).items()}
     _, rows, meta = evaluate("kernels/fa3_hopper", grid, "best", scenarios=scenarios,
-                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False, defines={define: value})
-    assert meta["build_defines"] == {define: str(value)}
+                             runs_dir=str(tmp_path / "runs"), check_only=True, progress=False, defines=defines)
+    assert meta["build_defines"] == defines
     assert all(r.status == "passed" for r in rows), [(r.scenario, r.reason[:200]) for r in rows if r.status != "passed"]
     return {r.scenario: r.features.get("path") for r in rows}
 
 
 def test_page_gather_takes_every_paged_row_off_the_naive_fallback(tmp_path):
-    """-DKSEEK_FA3_PAGE_GATHER=1 (kernels/fa3_hopper/page_gather.cuh, session 11): the hopper grid's paged
+    """KSEEK_FA3_PAGE_GATHER >= 1 (default 2 since v14; kernels/fa3_hopper/page_gather.cuh, session 11): the hopper grid's paged
     rows that no fast path reads in place (fp8 K/V, page size 1, paged left padding; all of them ran on the
     naive fallback at c8cb9ac) are copied to a dense cache and run on a fast path, correctly."""
     from kernelseek.scenarios import load_grid
     hard = {s.name for s in load_grid("hopper")
             if s.paged and (s.dtype == "fp8" or s.page_size % 8 or s.leftpad is not None)}
-    paths = _hopper_paths_all_correct(tmp_path, "paged_,decode_", "KSEEK_FA3_PAGE_GATHER")
+    paths = _hopper_paths_all_correct(tmp_path, "paged_,decode_")
     assert len(hard) == 54 and hard <= set(paths)
     assert not [n for n in hard if paths[n] == "naive"], {n: paths[n] for n in hard}
     assert "gather" in {paths[n] for n in hard}
 
 
 def test_decode_fp8_takes_every_fp8_decode_row_it_supports(tmp_path):
-    """-DKSEEK_FA3_DECODE_FP8=1 (decode.cuh's splitkv_f8_kernel, NOTES v13e): every hopper decode row
+    """KSEEK_FA3_DECODE_FP8=1 (default since v14; decode.cuh's splitkv_f8_kernel, NOTES v13e): every hopper decode row
     is correct with the variant (bf16/fp16 rows included: their kernels are unchanged), and every fp8
     decode row runs on the split-KV decode path except the hd192/Dv128 ones, which dec::supported
     refuses by design (it needs D == Dv, in {64, 128, 256}, as for bf16): they stay where they ran
@@ -78,14 +80,14 @@ def test_decode_fp8_takes_every_fp8_decode_row_it_supports(tmp_path):
                "decode_d192v128_fp8_contig_q1_gqa16_b1c2047_plain",
                "decode_d192v128_fp8_contig_q4causal_gqa4_b16c1024_cap30"}
     assert len(fp8) == 24 and refused == {n for n, s in fp8.items() if (s.head_dim_v or s.head_dim) != s.head_dim}
-    paths = _hopper_paths_all_correct(tmp_path, "decode_", "KSEEK_FA3_DECODE_FP8")
+    paths = _hopper_paths_all_correct(tmp_path, "decode_")
     assert set(fp8) <= set(paths)
     assert {n: paths[n] for n in fp8 if n not in refused and paths[n] != "decode"} == {}
     assert not [n for n in refused if paths[n] == "decode"], {n: paths[n] for n in refused}
 
 
 def test_decode_dv_takes_every_16bit_d192v128_decode_row(tmp_path):
-    """-DKSEEK_FA3_DECODE_DV=1 (decode.cuh's splitkv_kernel<T, 192, 128>, NOTES v13g): every hopper decode
+    """KSEEK_FA3_DECODE_DV=1 (default since v14; decode.cuh's splitkv_kernel<T, 192, 128>, NOTES v13g): every hopper decode
     row is correct with the variant (the D == Dv kernels are unchanged), and the six 16-bit hd192/Dv128
     decode rows (all bf16: the grid's decode rows have no fp16) run on the split-KV decode path, where
     the default build runs them on the prefill or the naive fallback. The fp8 hd192/Dv128 rows stay
@@ -99,16 +101,16 @@ def test_decode_dv_takes_every_16bit_d192v128_decode_row(tmp_path):
                   "decode_d192v128_bf16_page128_q4causal_mha_b1c2047_plain",
                   "decode_d192v128_bf16_contig_q1_gqa8_b16c1024_swa256",
                   "decode_d192v128_bf16_contig_q4causal_gqa16_b4c4096s3_plain"}
-    paths = _hopper_paths_all_correct(tmp_path, "decode_", "KSEEK_FA3_DECODE_DV")
+    paths = _hopper_paths_all_correct(tmp_path, "decode_")
     assert dv <= set(paths)
     assert {n: paths[n] for n in dv if paths[n] != "decode"} == {}
     assert not [n for n in paths if n.startswith("decode_d192v128_fp8") and paths[n] == "decode"]
 
 
 def test_page_gather_2_takes_the_paged_chunked_prefills_through_a_dense_copy(tmp_path):
-    """-DKSEEK_FA3_PAGE_GATHER=2 (NOTES v13f): production's chunked prefills over a page-16 cache (p06,
+    """KSEEK_FA3_PAGE_GATHER=2 (default since v14; NOTES v13f): production's chunked prefills over a page-16 cache (p06,
     p07), which the prefill otherwise reads in place box by box, run on a copy of their pages; p05, the
     same shape over a contiguous cache, is untouched."""
-    paths = _hopper_paths_all_correct(tmp_path, "5-7", "KSEEK_FA3_PAGE_GATHER", grid="production", value=2)
+    paths = _hopper_paths_all_correct(tmp_path, "5-7", grid="production")
     assert paths == {"p05_llama3_8b_chunk_1k_over_8k": "prefill", "p06_llama3_8b_chunk_1k_over_8k_paged": "gather",
                      "p07_llama3_70b_chunk_2k_over_16k_paged": "gather"}, paths

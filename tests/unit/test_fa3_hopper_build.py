@@ -72,15 +72,16 @@ def test_fallback_variant_builds_only_the_fallback(tmp_path_factory):
                                     for n in names), names
 
 
-def test_page_gather_variant_adds_only_the_copy_kernel(built, tmp_path_factory):
-    """-DKSEEK_FA3_PAGE_GATHER=1 (page_gather.cuh): the default build has no copy kernel; the variant
-    has it, and otherwise the same kernels, with no new spills (its dispatch change is host code)."""
-    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_PAGE_GATHER=1"],
+def test_page_gather_adds_only_the_copy_kernel(built, tmp_path_factory):
+    """KSEEK_FA3_PAGE_GATHER (page_gather.cuh; 2, the default since v14): built with 0 there is no copy
+    kernel; the default has it, and otherwise the same kernels, with no new spills (its dispatch change
+    is host code)."""
+    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_PAGE_GATHER=0"],
                  cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
     assert r.ok, r.log[-3000:]
     assert constraints.check_binary(r.so_path).ok
-    base = {k["demangled"]: k for k in built.ptxas}
-    var = {k["demangled"]: k for k in r.ptxas}
+    var = {k["demangled"]: k for k in built.ptxas}
+    base = {k["demangled"]: k for k in r.ptxas}
     assert not any("gather_pages" in n for n in base)
     assert set(var) - set(base) == {"pg::gather_pages(pg::Args)"}, set(var) ^ set(base)
     g = var["pg::gather_pages(pg::Args)"]

@@ -1,6 +1,7 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v13's (kernels/fa3_hopper/sass_v13.json, written from the build of commit aa20ca6, the
-kernel measured on the H200 in session 10), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
+holds equals v14's (kernels/fa3_hopper/sass_v14.json: session 13 made four H200-measured variants
+defaults, which added 6 kernels; v13's 85, from commit aa20ca6, are in it unchanged, checked below from
+the two references alone), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
 issue 19's proof that the split into parts changed no machine code). Up to symbol names and addresses
 (kernelseek/sass_identity.py). A deliberate kernel change rewrites the reference (tools/sass_identity.py
 --write) in the same commit, with NOTES saying why. Each build is the harness's own (kernelseek.build,
@@ -25,8 +26,8 @@ REPO = Path(__file__).resolve().parents[2]
 ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
-    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v13.json",
-                   0, 85),
+    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v14.json",
+                   0, 91),
     "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v12.json", 4, 6),
 }
 
@@ -79,3 +80,21 @@ def test_cli_prints_the_table_and_exits_0(case):
     counts = set(p.stdout.strip().splitlines()[-1].split(", "))
     n_added = CASES[name][2]
     assert counts == {f"{len(ref['kernels'])} same"} | ({f"{n_added} only new"} if n_added else set())
+
+
+# The kernels v14's defaults added to v13's build (NOTES v14): the page copy, the fp8 decode, hd192/Dv128 decode.
+V14_ADDED = r"^(void )?(gather_pages\(|splitkv_f8_kernel<|splitkv_kernel<__(half|nv_bfloat16), 192, 128>)"
+
+
+def test_v14_keeps_every_v13_kernel_unchanged():
+    """Making the variants defaults changed no kernel v13 measured: all 85 keep their SASS, and only the
+    6 kernels those variants compile are new (no build needed: the two references compared)."""
+    ref = kb.REPO_KERNELS / "fa3_hopper"
+    v13, v14 = (json.loads((ref / f"sass_v{v}.json").read_text())["kernels"] for v in (13, 14))
+    rows = si.compare(v13, v14)
+    by = {}
+    for row in rows:
+        by.setdefault(row["status"], []).append(row["key"])
+    assert len(by.get("same", [])) == len(v13) == 85, si.table([r for r in rows if r["status"] != "same"])
+    assert sorted(by) == ["only new", "same"]
+    assert len(by["only new"]) == 6 and all(re.search(V14_ADDED, k) for k in by["only new"]), by["only new"]

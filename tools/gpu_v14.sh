@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# v14's validation on one H200 call (session 13): the default build (PAGE_GATHER=2, DECODE_FP8=1,
+# DECODE_DV=1, DECODE_SPLITS=ragged) checked on every hopper and optest row, production timed against
+# FA3 per call and in graph replay, and tests/gpu/test_variants_gpu.py (the paths each variant takes).
+#   here first: KSEEK_CACHE_DIR=$PWD/.kseek-cache python3 -m kernelseek build kernels/fa3_hopper
+#   GPU (carry .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v14.sh
+set -uo pipefail
+cd "$(dirname "$0")/.."
+OUT=${OUT:-/tmp/v14_out}; mkdir -p "$OUT"
+source tools/bundle.sh
+export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
+source tools/site.sh
+[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/ 2>/dev/null
+T0=$(date +%s)
+log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
+nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
+ev() { python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" "$@"; }
+log "hopper check"; timeout -k 5 "${CHECK_S:-90}" ev --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+log "optest check"; timeout -k 5 "${CHECK_S:-90}" ev --grid optest --check-only > "$OUT/optest.txt" 2>&1; grep -E '^correct' "$OUT/optest.txt"
+log "production vs fa3"; timeout -k 5 "${PROD_S:-200}" ev --grid production --baseline fa3 --graph > "$OUT/production.txt" 2>&1
+tail -30 "$OUT/production.txt"
+log "GPU tests"; timeout -k 5 "${TEST_S:-120}" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_variants_gpu.py > "$OUT/gputests.txt" 2>&1
+tail -3 "$OUT/gputests.txt"
+log done
