@@ -13,17 +13,18 @@ single score or weight (so the fast paths run them):
   size, each segment gets its own slice of the page table instead (`_paged_chunks`: no key copied).
 * seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
   varlen, and scattered back; unused rows get O = 0, lse = -inf.
-* 16-bit prefill shapes over a paged cache (pages of a multiple of 8 rows, no leftpad), and varlen
-  queries over a dense cache: read in place (`_cache_in_place`; the kernel splits a varlen batch
-  between its decode and prefill paths on the device).
-* other varlen queries over a KV cache, and anything else the decode path does not take on a paged
-  cache: the keys become a packed varlen tensor (a dense cache is viewed, pages or a cache_batch_idx
-  are gathered: one copy of the keys those sequences can reach) for the prefill kernels.
-* varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64, 16-bit):
-  each sequence's rows at the end of a dense [B, max_seqlen_q] block (exact: the bottom-right
-  diagonal is the same), no gather.
-* cache_batch_idx on a dense cache that the decode path takes: a page table [B, 1] whose page is
-  the whole cache row (page_size = Sk), no copy. On a paged cache: its page-table rows, gathered.
+* dense queries over a paged cache, in a shape the decode path or the prefill (16-bit or fp8) takes:
+  one call; the kernel reads the pages in place or copies them into its workspace itself (since
+  kernel v14: fp8, any page size, left padding; `_kernel_pages`).
+* varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64): one call, the
+  kernel's decode path reads the cache in place (since v13; before, the plan padded the queries).
+* other 16-bit varlen queries over a paged cache (pages of a multiple of 8 rows, no leftpad) or a dense
+  one: read in place (`_cache_in_place`; the kernel splits a varlen batch between its decode and
+  prefill paths on the device).
+* anything else over a KV cache: the keys become a packed varlen tensor (a dense cache is viewed, pages
+  or a cache_batch_idx are gathered: one copy of the keys those sequences can reach).
+* cache_batch_idx: on a dense cache a page table [B, 1] whose page is the whole cache row (page_size =
+  Sk), no copy; on a paged cache its page-table rows.
 * Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
   Dv > 256: V split into column blocks of 256, one call each (same softmax, outputs concatenated).
 * qv: [q, qv] . [k, v] (attention.py concatenates); its head dim D + Dv (320, 576) only fits the
@@ -42,7 +43,8 @@ import torch.nn.functional as F
 from . import attention_core as core
 
 DECODE_MAX_ROWS = 64                 # kernels/fa3_hopper/decode.cuh kMaxRows: Sq * Hq/Hkv per KV head
-DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these
+DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these (16-bit and, since v14, fp8)
+DECODE_DV_SHAPE = (192, 128)         # and 16-bit D 192 with Dv 128 (v14, KSEEK_FA3_DECODE_DV)
 FAST_SHAPES = {(64, 64), (96, 96), (128, 128), (192, 128), (192, 192), (256, 256)}  # prefill_host.cuh
 MAX_DIM = 256                        # widest head dim of the fast paths and of naive_core.cuh's main kernel
 MAX_WIDE_D, MAX_WIDE_DV = 576, 512   # naive_core.cuh naive_wide_kernel (16-bit only): FA3's qv at D 64, Dv 512
@@ -89,11 +91,29 @@ def _i32(t):
 
 
 def _decode_takes(p: Problem) -> bool:
-    """Does the split-KV decode path take this dense-q call (decode.cuh `supported`, `use_decode`)?"""
+    """Does the split-KV decode path take this call's shape with dense q, or with packed q (p.cu_q
+    ignored: the kernel takes packed queries over a cache when the longest is short enough)?
+    decode.cuh `supported` and fa3_hopper.cu `use_decode` since v14: 16-bit or fp8 with D == Dv in
+    DECODE_DIMS, and 16-bit (192, 128); at most DECODE_MAX_ROWS query rows per KV head."""
     d, dv = p.q.shape[-1], p.v.shape[-1]
     g = p.q.shape[-2] // p.k.shape[-2]
-    return (p.q.dtype in (torch.bfloat16, torch.float16) and d == dv and d in DECODE_DIMS
-            and p.cu_q is None and p.max_q * g <= DECODE_MAX_ROWS)
+    if p.max_q * g > DECODE_MAX_ROWS:
+        return False
+    if p.q.dtype in (torch.bfloat16, torch.float16):
+        return (d == dv and d in DECODE_DIMS) or (d, dv) == DECODE_DV_SHAPE
+    return p.q.element_size() == 1 and d == dv and d in DECODE_DIMS
+
+
+def _pages_for_batch_idx(p: Problem) -> Problem:
+    """cache_batch_idx folded into a page table, no copy: a dense cache's rows become pages of Sk rows
+    (a table [B, 1]); a paged cache's table keeps the selected rows."""
+    if p.batch_idx is None:
+        return p
+    if p.kv == "dense":
+        core.step("batch-idx-as-pages")
+        return replace(p, kv="paged", page_table=p.batch_idx.to(torch.int32).view(-1, 1), batch_idx=None)
+    core.step("batch-idx-page-rows")
+    return replace(p, page_table=p.page_table[p.batch_idx.long()], batch_idx=None)
 
 
 # ---- head dims ------------------------------------------------------------------------------------
@@ -126,28 +146,27 @@ def _solve_dims(p: Problem):
 # ---- layouts ------------------------------------------------------------------------------------
 def _solve_layout(p: Problem):
     if p.chunk <= 0 and p.seqused_q is None:
-        if p.cu_q is None and p.kv == "dense":
-            if p.batch_idx is None:
-                return _direct(p)
-            if _decode_takes(p):
-                core.step("batch-idx-as-pages")
-                table = p.batch_idx.to(torch.int32).view(-1, 1)
-                return _direct(replace(p, kv="paged", page_table=table, batch_idx=None))
-        if p.cu_q is None and p.kv == "paged" and _decode_takes(p):
-            if p.batch_idx is not None:
-                core.step("batch-idx-page-rows")
-                p = replace(p, page_table=p.page_table[p.batch_idx.long()], batch_idx=None)
+        if p.cu_q is None and p.kv == "dense" and p.batch_idx is None:
             return _direct(p)
+        if p.cu_q is None and p.kv != "packed" and (_decode_takes(p) or _kernel_pages(replace(p, kv="paged"))):
+            # a paged cache (or batch_idx rows as pages): the decode path reads it in place; the prefill
+            # reads it in place or copies the pages it needs into its workspace (fa3_hopper v14,
+            # page_gather.cuh: fp8, any page size, left padding)
+            return _direct(_pages_for_batch_idx(p))
         if p.cu_q is not None and p.kv == "packed":
             return _direct(p)
-        if p.cu_q is not None and _decode_takes(replace(p, cu_q=None)):
-            return _padded_q(p)
+        if p.cu_q is not None and _decode_takes(p):
+            return _direct(_pages_for_batch_idx(p))   # packed queries over a cache, on the decode path
         if (p.kv == "paged" or p.cu_q is not None) and _cache_in_place(p):
-            if p.batch_idx is not None:
-                core.step("batch-idx-page-rows")
-                p = replace(p, page_table=p.page_table[p.batch_idx.long()], batch_idx=None)
-            return _direct(p)
+            return _direct(_pages_for_batch_idx(p) if p.kv == "paged" else p)
     return _packed(p)
+
+
+def _kernel_pages(p: Problem) -> bool:
+    """Dense queries over a paged cache that a fast path of fa3_hopper takes from v14 on: 16-bit or fp8
+    prefill shapes (FAST_SHAPES), whatever the page size, fp8 or left padding (page_gather.cuh)."""
+    return (p.kv == "paged" and p.cu_q is None and (p.q.shape[-1], p.v.shape[-1]) in FAST_SHAPES
+            and (p.q.dtype in (torch.bfloat16, torch.float16) or p.q.element_size() == 1))
 
 
 def _cache_in_place(p: Problem) -> bool:
@@ -160,23 +179,6 @@ def _cache_in_place(p: Problem) -> bool:
     if p.kv == "paged":
         return p.k.shape[1] % 8 == 0 and p.leftpad is None
     return p.kv == "dense" and p.batch_idx is None
-
-
-def _padded_q(p: Problem):
-    """Varlen queries over a cache, decode-shaped (max_q x G <= 64): each sequence's rows placed at the
-    END of a dense [B, max_q] block, so row i sits at padded row max_q - Sq_b + i and the dense call's
-    bottom-right diagonal i_pad + Sk_b - max_q equals the varlen one, i + Sk_b - Sq_b. The decode
-    path reads the cache in place (no gather); the padding rows' outputs are dropped."""
-    core.step("pad-varlen-q")
-    t = p.q.shape[0]
-    cu = p.cu_q.long()
-    rows = torch.arange(t, device=p.q.device)
-    b_of = torch.searchsorted(cu[1:], rows, right=True).clamp(max=p.batch - 1)
-    slot = p.max_q - (cu[1:] - cu[:-1])[b_of] + (rows - cu[b_of])   # padded row of each packed row
-    q = torch.zeros((p.batch, p.max_q) + tuple(p.q.shape[1:]), dtype=p.q.dtype, device=p.q.device)
-    q[b_of, slot] = p.q
-    o, lse = _solve_layout(replace(p, q=q, cu_q=None))
-    return o[b_of, slot], lse[b_of, :, slot].T.contiguous()
 
 
 def _direct(p: Problem):

@@ -92,8 +92,53 @@ def test_kvcache_layouts(paged, batch_idx, leftpad, varlen_q, chunk):
     for causal in (False, True):
         _against_ref(q, kc, vc, kw, cache_seqlens=seqlens, cache_batch_idx=idx, cache_leftpad=lp,
                      page_table=table, causal=causal, attention_chunk=chunk)
-        if varlen_q:  # decode-shaped varlen: padded in place of a gather, unless chunked
-            assert ("pad-varlen-q" in C.RECORD["steps"]) == (chunk == 0)
+        steps = C.RECORD["steps"]
+        if chunk == 0:  # decode-shaped (varlen or not): one call over the cache where it lies, no copy
+            assert "packed" not in steps and not any(st.startswith("gather") for st in steps), steps
+            assert len(C.RECORD["paths"]) == 1, C.RECORD
+        else:
+            assert "packed" in steps, steps
+
+
+@pytest.mark.parametrize("dtype, ps, leftpad, batch_idx", [(torch.bfloat16, 4, True, False), (torch.bfloat16, 1, False, True),
+                                                      (torch.bfloat16, 16, False, False), (torch.float8_e4m3fn, 16, False, False),
+                                                      (torch.float8_e4m3fn, 4, True, True)])
+def test_kvcache_dense_queries_over_pages_are_one_call(dtype, ps, leftpad, batch_idx):
+    """Kernel v14 reads any paged cache for a prefill-shaped call with dense queries (16-bit or fp8, any
+    page size, left padding: it copies the pages into its workspace itself), and fp8 decode shapes on
+    its decode path: the plan makes one call over the cache as it lies, no gather of its own."""
+    g = torch.Generator().manual_seed(ps * 10 + leftpad)
+    b, cap, hq, hkv, d = 3, 32, 4, 2, 64
+    bc = 5 if batch_idx else b
+    kc, vc, table = (t.to(dtype) if t is not None and t.is_floating_point() else t
+                     for t in _cache(g, True, bc, cap, hkv, d, d, ps=ps))
+    idx = torch.tensor([4, 0, 2], dtype=torch.int32) if batch_idx else None
+    seqlens = torch.tensor([30, 9, 17], dtype=torch.int32)
+    lp = torch.tensor([2, 0, 5], dtype=torch.int32) if leftpad else None
+    for sq in (40, 1):                                   # 40 x G 2 = 80 rows: the prefill; 1: the decode path
+        q = rnd(g, b, sq, hq, d).to(dtype)
+        o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, cache_batch_idx=idx,
+                                           cache_leftpad=lp, causal=True, return_softmax_lse=True)
+        steps = C.RECORD["steps"]
+        assert len(C.RECORD["paths"]) == 1 and "packed" not in steps and "gather-pages" not in steps, (sq, steps)
+        ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, page_table=table, cache_batch_idx=idx,
+                                     leftpad_k=lp, causal=True)
+        close(o, lse, ro, rl, tol=2e-2 if dtype == torch.bfloat16 else 6e-2)
+
+
+def test_fp8_varlen_decode_over_pages_is_one_call():
+    """Packed fp8 queries over a paged cache, decode-shaped (v14's fp8 decode takes them in place)."""
+    g = torch.Generator().manual_seed(31)
+    f8 = torch.float8_e4m3fn
+    kc, vc, table = (t.to(f8) if t.is_floating_point() else t for t in _cache(g, True, 3, 32, 2, 128, 128, ps=16))
+    cu = torch.tensor([0, 1, 4, 6], dtype=torch.int32)
+    q = rnd(g, 6, 4, 128).to(f8)
+    seqlens = torch.tensor([30, 9, 17], dtype=torch.int32)
+    o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu,
+                                       max_seqlen_q=3, causal=True, return_softmax_lse=True)
+    assert len(C.RECORD["paths"]) == 1 and C.RECORD["steps"] == [], C.RECORD
+    ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu, causal=True)
+    close(o, lse, ro, rl, tol=6e-2)
 
 
 @pytest.mark.parametrize("paged, ps", [(False, 0), (True, 4), (True, 16)])
