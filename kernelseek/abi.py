@@ -81,7 +81,8 @@ class KseekParams(ctypes.Structure):
 _P = ctypes.POINTER(KseekParams)
 
 
-PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8", 4: "mixed", 5: "gather"}  # kseek.h; 4: decode + prefill
+PATH_NAMES = {0: "naive", 1: "decode", 2: "prefill", 3: "prefill_fp8", 4: "mixed", 5: "gather",
+              6: "mixed_gather"}  # fa3_hopper's codes; 4: decode + prefill; 6: 4 over dense slots (a variant)
 
 
 class KernelLib:

@@ -189,20 +189,88 @@ __global__ void __launch_bounds__(1024) long_seqs(const int32_t* cu_q, int batch
   if (threadIdx.x == 0) ids[0] = base;
 }
 
+#if KSEEK_FA3_MIXED_GATHER
+// How many of a mixed call's long sequences get a dense slot (KSEEK_FA3_MIXED_GATHER): over a paged
+// cache the prefill reads in place, as many as build::kMixedGatherBytes of K + V slots hold, at most
+// the batch; 0 = none (read in place, as without the variant).
+static int mixed_slots(const kseek_params* p) {
+  if (!p->page_table || !pg::copyable(p)) return 0;
+  const int64_t per = (int64_t)pg::slot_bytes(p, 1);
+  if (per <= 0) return 0;
+  int64_t n = std::min<int64_t>(p->batch, fa3::build::kMixedGatherBytes / per);
+  if (fa3::build::kMixedGatherSlots > 0) n = std::min<int64_t>(n, fa3::build::kMixedGatherSlots);
+  return (int)n;
+}
+// The workspace they take after the list: two more lists (slotted, in place) and the slots.
+static size_t mixed_gather_bytes(const kseek_params* p) {
+  const int n = mixed_slots(p);
+  return n > 0 ? 2 * mixed_ids_bytes(p) + pg::slot_bytes(p, n) : 0;
+}
+// 1: the last run_mixed ran its prefill part over dense slots (kseek_last_path 6).
+static int g_mixed_slotted = 0;
+// ids_g = the first min(ids[0], n) long sequences (those get slots), ids_p = the rest (in place).
+__global__ void __launch_bounds__(256) split_ids(const int32_t* ids, int n, int32_t* ids_g, int32_t* ids_p) {
+  const int total = ids[0], ng = min(total, n);
+  if (threadIdx.x == 0) {
+    ids_g[0] = ng;
+    ids_p[0] = total - ng;
+  }
+  for (int i = threadIdx.x; i < total; i += blockDim.x) {
+    if (i < ng) ids_g[1 + i] = ids[1 + i];
+    else ids_p[1 + i - ng] = ids[1 + i];
+  }
+}
+// The prefill part over dense slots: split the list, copy the slotted sequences' pages, run the prefill
+// over the slots (K/V batch coordinate = list position), then in place for the rest when there can be
+// any. A kseek_status, or -1 (nothing launched since the decode: the caller falls back).
+static int run_mixed_slots(const kseek_params* p, cudaStream_t stream, const int32_t* ids, int slots) {
+  char* w = static_cast<char*>(p->workspace) + mixed_ids_bytes(p);
+  int32_t* ids_g = reinterpret_cast<int32_t*>(w);
+  int32_t* ids_p = reinterpret_cast<int32_t*>(w + mixed_ids_bytes(p));
+  // d's K/V maps claim B batches (d.batch stays B: q, o, cu_q and seqused are per sequence) over `slots`
+  // of memory; the prefill's K/V batch coordinate is the list position (Args::kslot), < ids_g[0] <= slots
+  const kseek_params d = pg::slot_view(p, w + 2 * mixed_ids_bytes(p), slots);
+  if (!fa3::fast_ok(&d)) return -1;
+  split_ids<<<1, 256, 0, stream>>>(ids, slots, ids_g, ids_p);
+  if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
+  if (const int st = pg::launch_listed(p, &d, ids_g, slots, stream); st != KSEEK_OK) return st;
+  fa3::g_kslot = 1;
+  int r = fa3::fwd(&d, stream, ids_g);
+  fa3::g_kslot = 0;
+  if (r != KSEEK_OK) return r < 0 ? KSEEK_ERR_CUDA : r;  // (-1 after launches: nothing can fall back now)
+  if (slots < p->batch) r = fa3::fwd(p, stream, ids_p);
+  return r < 0 ? KSEEK_ERR_CUDA : r;
+}
+#endif
+
 // A mixed call: the list, the decode launch (its workspace after the list), the prefill launch.
 // -1 when it cannot run that way (the caller falls back; a decode launch already made is harmless:
 // the fallback writes every row).
 static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   const size_t idb = mixed_ids_bytes(p);
-  if (!p->workspace || p->workspace_bytes < idb || (reinterpret_cast<uintptr_t>(p->workspace) & 255)) return -1;
+  size_t extra = 0;  // KSEEK_FA3_MIXED_GATHER: lists and slots between the list and the decode's workspace
+#if KSEEK_FA3_MIXED_GATHER
+  const int slots = mixed_slots(p);
+  extra = mixed_gather_bytes(p);
+#endif
+  if (!p->workspace || p->workspace_bytes < idb + extra || (reinterpret_cast<uintptr_t>(p->workspace) & 255))
+    return -1;
   int32_t* ids = static_cast<int32_t*>(p->workspace);
   kseek_params pd = *p;
-  pd.workspace = static_cast<char*>(p->workspace) + idb;
-  pd.workspace_bytes = p->workspace_bytes - idb;
+  pd.workspace = static_cast<char*>(p->workspace) + idb + extra;
+  pd.workspace_bytes = p->workspace_bytes - idb - extra;
   long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), ids);
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   const int r = dec::run(&pd, stream);
   if (r != KSEEK_OK) return r;
+#if KSEEK_FA3_MIXED_GATHER
+  g_mixed_slotted = 0;
+  if (slots > 0) {
+    const int rs = run_mixed_slots(p, stream, ids, slots);
+    g_mixed_slotted = rs >= 0;
+    if (rs != -1) return rs;
+  }
+#endif
   return fa3::fwd(p, stream, ids);
 }
 #else
@@ -214,7 +282,8 @@ inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only
 namespace fa3 {
 // Which path the last kseek_fwd on this process launched (kseek_last_path): 0 the naive fallback,
 // 1 split-KV decode, 2 bf16/fp16 prefill, 3 fp8 prefill, 4 decode + prefill (a mixed call), 5 a paged
-// cache copied to a dense one, then a fast path (KSEEK_FA3_PAGE_GATHER), -1 none yet. Host-only bookkeeping.
+// cache copied to a dense one, then a fast path (KSEEK_FA3_PAGE_GATHER), 6 a mixed call whose prefill part
+// ran over dense copies of its long sequences (KSEEK_FA3_MIXED_GATHER), -1 none yet. Host-only bookkeeping.
 inline int g_last_kind = -1;
 }
 
@@ -231,6 +300,9 @@ static int run_fast(const kseek_params* p, cudaStream_t stream) {
     if (rm >= 0) {
       fa3::g_last_path = 1;
       fa3::g_last_kind = 4;
+#if KSEEK_FA3_MIXED_GATHER
+      if (g_mixed_slotted) fa3::g_last_kind = 6;
+#endif
       return rm;
     }
   }
@@ -247,7 +319,11 @@ static int run_fast(const kseek_params* p, cudaStream_t stream) {
 // The workspace paths 1-3 need for a call.
 static size_t fast_workspace(const kseek_params* p) {
   if (use_decode(p)) return dec::workspace_bytes(p);
+#if KSEEK_FA3_MIXED_GATHER
+  if (use_mixed(p)) return mixed_ids_bytes(p) + mixed_gather_bytes(p) + dec::workspace_bytes(p);
+#else
   if (use_mixed(p)) return mixed_ids_bytes(p) + dec::workspace_bytes(p);
+#endif
   return 0;
 }
 

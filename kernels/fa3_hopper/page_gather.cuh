@@ -15,6 +15,7 @@
 #include <cstdint>
 
 #include "../kseek.h"
+#include "variants.cuh"
 
 namespace pg {
 
@@ -33,12 +34,11 @@ struct Args {
   int k_chunks, v_chunks;          // 16-byte chunks per K row and per V row of one head
 };
 
-// One CTA per (page slot s, sequence b): logical rows [s * page_size, (s + 1) * page_size) of b's
-// cache, clipped to Sk. Used rows are copied, the others zeroed; a slot with no used row reads no page id.
-__global__ void __launch_bounds__(256) gather_pages(const Args a) {
-  const int s = blockIdx.x, b = blockIdx.y;
+// Logical rows [s * page_size, (s + 1) * page_size) of sequence b's cache, clipped to `lim` (<= Sk),
+// into dense row block `dst_b`: used rows copied, the others zeroed; no page id read without a used row.
+__device__ __forceinline__ void copy_slot(const Args& a, int s, int b, int dst_b, int lim) {
   const int r0 = s * a.page_size;
-  const int r1 = min(a.seqlen_k, r0 + a.page_size);
+  const int r1 = min(lim, r0 + a.page_size);
   if (r0 >= r1) return;
   const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
   const int lp = a.leftpad ? a.leftpad[b] : 0;
@@ -59,10 +59,34 @@ __global__ void __launch_bounds__(256) gather_pages(const Args a) {
       uint4 x = make_uint4(0u, 0u, 0u, 0u);
       if (j >= lp && j < end)
         x = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j - r0) * sr + h * sh) + c);
-      reinterpret_cast<uint4*>(dst + (((int64_t)b * a.seqlen_k + j) * a.hkv + h) * nc * 16)[c] = x;
+      reinterpret_cast<uint4*>(dst + (((int64_t)dst_b * a.seqlen_k + j) * a.hkv + h) * nc * 16)[c] = x;
     }
   }
 }
+
+// One CTA per (page slot s, sequence b): the whole logical cache of every sequence.
+__global__ void __launch_bounds__(256) gather_pages(const Args a) {
+  const int s = blockIdx.x, b = blockIdx.y;
+  copy_slot(a, s, b, b, a.seqlen_k);
+}
+
+#if KSEEK_FA3_MIXED_GATHER
+// KSEEK_FA3_MIXED_GATHER: one CTA per (page slot s, list position j): sequence ids[1 + j] into dense
+// slot j, for j < ids[0] (the mixed call's long sequences that got a slot). Only the rows the prefill
+// reads: from the first stored key to kZeroTail rows past the sequence's end (its last K/V tile, BN <=
+// 192 rows, reads past the end; those rows are zeroed), so a 32k-capacity table with 2k used keys
+// copies ~2k rows, not 32k.
+constexpr int kZeroTail = 256;
+__global__ void __launch_bounds__(256) gather_listed(const Args a, const int32_t* ids) {
+  const int j = blockIdx.y;
+  if (j >= __ldg(ids)) return;
+  const int b = __ldg(ids + 1 + j);
+  const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
+  const int lp = a.leftpad ? a.leftpad[b] : 0;
+  if ((int)(blockIdx.x + 1) * a.page_size <= lp) return;   // rows before the first stored key: never read
+  copy_slot(a, blockIdx.x, b, j, min(a.seqlen_k, end + kZeroTail));
+}
+#endif
 
 inline int esize(const kseek_params* p) { return p->dtype == KSEEK_FP8_E4M3 ? 1 : 2; }
 inline size_t round256(size_t x) { return (x + 255) / 256 * 256; }
@@ -111,8 +135,8 @@ inline kseek_params dense_view(const kseek_params* p, char* ws, size_t ws_bytes)
   return d;
 }
 
-// The copy on `stream`; KSEEK_OK or KSEEK_ERR_CUDA.
-inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t stream) {
+// The copy's arguments: p's pages into d's dense k/v.
+inline Args make_args(const kseek_params* p, const kseek_params* d) {
   const int64_t es = esize(p);
   Args a;
   a.k = static_cast<const char*>(p->k);
@@ -134,9 +158,39 @@ inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t str
   a.hkv = p->heads_kv;
   a.k_chunks = (int)(p->head_dim * es / 16);
   a.v_chunks = (int)(p->head_dim_v * es / 16);
+  return a;
+}
+
+// The copy on `stream`; KSEEK_OK or KSEEK_ERR_CUDA.
+inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t stream) {
+  const Args a = make_args(p, d);
   const dim3 grid((unsigned)((p->seqlen_k + p->page_size - 1) / p->page_size), (unsigned)p->batch);
   gather_pages<<<grid, 256, 0, stream>>>(a);
   return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
 }
+
+#if KSEEK_FA3_MIXED_GATHER
+// Dense slots for n sequences: K [n, Sk, Hkv, D] then V (each 256-byte aligned).
+inline size_t slot_bytes(const kseek_params* p, int64_t n) {
+  return round256((size_t)n * p->seqlen_k * p->heads_kv * p->head_dim * esize(p)) +
+         round256((size_t)n * p->seqlen_k * p->heads_kv * p->head_dim_v * esize(p));
+}
+
+// The dense view of p over n slots at `base` (K then V, slot_bytes(p, n)); no workspace left for the path.
+inline kseek_params slot_view(const kseek_params* p, char* base, int64_t n) {
+  kseek_params d = dense_view(p, base, 0);
+  d.v = base + round256((size_t)n * p->seqlen_k * p->heads_kv * p->head_dim * esize(p));
+  return d;
+}
+
+// gather_listed on `stream` into the dense view d (its k/v: n_slots slots); KSEEK_OK or KSEEK_ERR_CUDA.
+inline int launch_listed(const kseek_params* p, const kseek_params* d, const int32_t* ids, int n_slots,
+                         cudaStream_t stream) {
+  const Args a = make_args(p, d);
+  const dim3 grid((unsigned)((p->seqlen_k + p->page_size - 1) / p->page_size), (unsigned)n_slots);
+  gather_listed<<<grid, 256, 0, stream>>>(a, ids);
+  return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
+}
+#endif
 
 }  // namespace pg

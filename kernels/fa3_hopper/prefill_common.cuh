@@ -3,6 +3,7 @@
 // the fp8 kernel's) and the Q-buffer bookkeeping of the persistent loop.
 #pragma once
 #include "hopper_primitives.cuh"
+#include "variants.cuh"
 
 namespace fa3 {
 
@@ -91,6 +92,12 @@ struct Args {
   // pt[b * pt_stride + j / psz]
   const int32_t* pt;
   int pt_stride, psz, prow;
+#if KSEEK_FA3_MIXED_GATHER
+  // 1: K/V are a mixed call's dense slots (page_gather.cuh gather_listed): the K/V batch coordinate of
+  // the sequence at list position j is j, not the sequence index (tile_at). In the 4 bytes of padding
+  // before `ids`, so Args keeps its size and layout.
+  int kslot;
+#endif
   // mixed calls (fa3_hopper.cu): ids[0] = how many sequences this launch runs, ids[1..] = which (the
   // others, short enough for the decode path, were launched there); NULL = every sequence
   const int32_t* ids;

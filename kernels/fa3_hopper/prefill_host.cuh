@@ -141,6 +141,9 @@ inline void fill_args(const kseek_params* p, bool varlen, Args& a) {
   a.pt = nullptr;  // set by the bf16/fp16 prepare_launch for a paged cache
   a.pt_stride = a.psz = a.prow = 0;
   a.ids = nullptr;
+#if KSEEK_FA3_MIXED_GATHER
+  a.kslot = 0;
+#endif
   const float kLog2e = 1.4426950408889634f;
   if (p->softcap > 0.f) {
     a.softcap_on = 1;
@@ -198,6 +201,12 @@ inline int launch_status(cudaError_t e) {
   return KSEEK_ERR_CUDA;
 }
 
+#if KSEEK_FA3_MIXED_GATHER
+// Set by fa3_hopper.cu's run_mixed around the prefill launch over its dense slots (Args::kslot);
+// host-only, per thread (one kseek_fwd at a time per thread).
+inline thread_local int g_kslot = 0;
+#endif
+
 // Everything one prefill launch passes: the tensor maps, the kernel arguments and the grid.
 struct Launch {
   CUtensorMap tq, tk, tv, to;
@@ -240,6 +249,9 @@ bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, const
     a.prow = kbox;
   }
   a.ids = ids;
+#if KSEEK_FA3_MIXED_GATHER
+  a.kslot = g_kslot;
+#endif
   // O's map (64-row boxes, one per consumer warpgroup): dense layouts where the staging fits
   memset(&l.to, 0, sizeof(l.to));
   a.o_tma = 0;

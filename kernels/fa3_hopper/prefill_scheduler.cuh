@@ -70,25 +70,39 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   const int m_block = a.m_blocks - 1 - r0 / n;
   const int r = first + (r0 - (r0 / n) * n);
   ti.h = r % a.heads;
+#if KSEEK_FA3_MIXED_GATHER
+  // a mixed call's prefill over dense slots (Args::kslot; packed q, no pages, no cu_k): ti.b stays the
+  // list position, k_batch()'s K/V batch coordinate (the epilogue indexes o and lse by q_row0 when cu_q
+  // is set), and each per-sequence read loads the sequence from the list again (FA3_SEQ): one more
+  // live register here made ptxas spill in the PG kernels
   ti.b = r / a.heads;
   if constexpr (PG) {
-    if (a.ids) ti.b = __ldg(a.ids + 1 + ti.b);
+    if (a.ids && !a.kslot) ti.b = __ldg(a.ids + 1 + ti.b);
   }
+#define FA3_SEQ (a.kslot ? __ldg(a.ids + 1 + ti.b) : ti.b)
+#else
+  int seq = r / a.heads;  // the sequence (a mixed call's launch: its position in a.ids, mapped here)
+  if constexpr (PG) {
+    if (a.ids) seq = __ldg(a.ids + 1 + seq);
+  }
+  ti.b = seq;
+#define FA3_SEQ seq
+#endif
   ti.hkv = ti.h / a.group;
   ti.m0 = m_block * kBM;
   // this sequence: query rows, key range (same rules as naive::naive_fwd_kernel)
   int sq = a.sq, cap = a.sk, q_row0 = 0, k_row0 = 0;
   if (a.cu_q) {  // packed queries (over packed keys, a dense cache or a paged one)
-    q_row0 = a.cu_q[ti.b];
-    sq = a.cu_q[ti.b + 1] - q_row0;
+    q_row0 = a.cu_q[FA3_SEQ];
+    sq = a.cu_q[FA3_SEQ + 1] - q_row0;
   }
   if (a.cu_k) {  // packed keys
-    k_row0 = a.cu_k[ti.b];
-    cap = a.cu_k[ti.b + 1] - k_row0;
+    k_row0 = a.cu_k[FA3_SEQ];
+    cap = a.cu_k[FA3_SEQ + 1] - k_row0;
   }
   if (ti.m0 >= sq) return false;
-  const int kend = a.seqused ? a.seqused[ti.b] : cap;
-  const int lp = a.leftpad ? a.leftpad[ti.b] : 0;
+  const int kend = a.seqused ? a.seqused[FA3_SEQ] : cap;
+  const int lp = a.leftpad ? a.leftpad[FA3_SEQ] : 0;
   ti.sq = sq;
   ti.sk = max(0, kend - lp);  // effective key length Sk_b; key j' is stored row lp + j'
   ti.diag = ti.sk - sq;       // key position of query row 0 (bottom-right alignment)
@@ -102,7 +116,8 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   ti.q_row0 = q_row0;
   ti.q_coord = q_row0 + ti.m0;
   ti.k_coord = k_row0 + lp;
-  ti.tb = a.cu_q ? 0 : ti.b;
+  ti.tb = a.cu_q ? 0 : FA3_SEQ;
+#undef FA3_SEQ
   return true;
 }
 

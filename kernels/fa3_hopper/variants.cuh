@@ -58,6 +58,18 @@
 //                                  splitkv_kernel<T, 192, 128> takes every call of that shape the decode
 //                                  would take at D == Dv (fp8 with D != Dv stays refused; NOTES v13g;
 //                                  H200: the 6 hd192/128 bf16 decode rows 0.09-0.89x of before)
+//   -DKSEEK_FA3_MIXED_GATHER=0|1   a mixed call (packed queries over a PAGED cache: decodes beside
+//                                  chunked prefills) whose pages the prefill would read in place box by
+//                                  box (page % 8 == 0): 0 (default) in place; 1: the long sequences' pages
+//                                  copied first into dense slots in the workspace (page_gather.cuh
+//                                  gather_listed), the prefill run over those (its K/V batch coordinate is
+//                                  the slot), the decodes still in place. Sequences past the slots' budget
+//                                  (KSEEK_FA3_MIXED_GATHER_MB of K + V) stay in place, in a second launch.
+//                                  For the serving rows at page 16 (s01, s04, s07: 0.51-0.64x FA3), as
+//                                  PAGE_GATHER=2 did for p06/p07 (session 13; never run on a GPU yet)
+//   -DKSEEK_FA3_MIXED_GATHER_MB=1024  the slots' budget, MiB (> 0)
+//   -DKSEEK_FA3_MIXED_GATHER_SLOTS=0  at most this many slots (0: as many as the budget holds; 1 in the GPU
+//                                  test, so that a step's other long sequences take the in-place launch)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -97,6 +109,15 @@
 #endif
 #ifndef KSEEK_FA3_DECODE_DV
 #define KSEEK_FA3_DECODE_DV 1
+#endif
+#ifndef KSEEK_FA3_MIXED_GATHER
+#define KSEEK_FA3_MIXED_GATHER 0
+#endif
+#ifndef KSEEK_FA3_MIXED_GATHER_MB
+#define KSEEK_FA3_MIXED_GATHER_MB 1024
+#endif
+#ifndef KSEEK_FA3_MIXED_GATHER_SLOTS
+#define KSEEK_FA3_MIXED_GATHER_SLOTS 0
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -151,6 +172,12 @@ constexpr bool kDecodeFp8 = KSEEK_FA3_DECODE_FP8 != 0;
 
 static_assert(KSEEK_FA3_DECODE_DV == 0 || KSEEK_FA3_DECODE_DV == 1, "KSEEK_FA3_DECODE_DV must be 0 or 1");
 constexpr bool kDecodeDv = KSEEK_FA3_DECODE_DV != 0;
+
+static_assert(KSEEK_FA3_MIXED_GATHER == 0 || KSEEK_FA3_MIXED_GATHER == 1, "KSEEK_FA3_MIXED_GATHER must be 0 or 1");
+static_assert(KSEEK_FA3_MIXED_GATHER_MB > 0, "KSEEK_FA3_MIXED_GATHER_MB must be positive");
+constexpr long long kMixedGatherBytes = (long long)KSEEK_FA3_MIXED_GATHER_MB << 20;
+static_assert(KSEEK_FA3_MIXED_GATHER_SLOTS >= 0, "KSEEK_FA3_MIXED_GATHER_SLOTS must be >= 0");
+constexpr int kMixedGatherSlots = KSEEK_FA3_MIXED_GATHER_SLOTS;
 
 }  // namespace build
 }  // namespace fa3

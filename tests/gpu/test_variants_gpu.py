@@ -114,3 +114,28 @@ def test_page_gather_2_takes_the_paged_chunked_prefills_through_a_dense_copy(tmp
     paths = _hopper_paths_all_correct(tmp_path, "5-7", grid="production")
     assert paths == {"p05_llama3_8b_chunk_1k_over_8k": "prefill", "p06_llama3_8b_chunk_1k_over_8k_paged": "gather",
                      "p07_llama3_70b_chunk_2k_over_16k_paged": "gather"}, paths
+
+
+def test_mixed_gather_runs_the_serving_rows_prefill_part_over_dense_slots(monkeypatch):
+    """-DKSEEK_FA3_MIXED_GATHER=1 (session 13, never run on a GPU before this test): a serving step over a
+    paged cache the prefill reads in place (pages of 16 or 64 rows) copies its long sequences' pages into
+    dense slots and runs its prefill part there (kseek_last_path 6, "mixed_gather"); the decodes stay in
+    place. Every such row (the MLA and chunked rows take other routes) against an fp32 computation, at the
+    real sizes, and with one slot (KSEEK_FA3_MIXED_GATHER_SLOTS=1), where the other long sequences of a
+    step take the second, in-place prefill launch: both must be right."""
+    from kernelseek import attention_core as core
+    from kernelseek import serving_grid as G
+    rows = [r for r in G.load_rows() if not r.qv and not r.attention_chunk]
+    assert len(rows) == 7
+    for defines in ("KSEEK_FA3_MIXED_GATHER=1", "KSEEK_FA3_MIXED_GATHER=1,KSEEK_FA3_MIXED_GATHER_SLOTS=1"):
+        monkeypatch.setenv("KSEEK_ATTENTION_DEFINES", defines)
+        for row in rows:
+            call = G.make_call(row, device="cuda", seed=5)
+            o = G.ours(call)
+            torch.cuda.synchronize()
+            assert core.RECORD["paths"] == ["mixed_gather"], (defines, row.name, core.RECORD)
+            ref = G.independent(call, dtype=torch.float32)
+            err = float((o.float() - ref).abs().max())
+            assert err <= 2e-2, (defines, row.name, err)
+            del call, o, ref
+            torch.cuda.empty_cache()

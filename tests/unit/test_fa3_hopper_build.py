@@ -89,8 +89,28 @@ def test_page_gather_adds_only_the_copy_kernel(built, tmp_path_factory):
     assert all(var[n]["spill_stores_bytes"] == base[n]["spill_stores_bytes"] for n in base)
 
 
+def test_mixed_gather_variant_adds_the_list_split_and_the_slot_copy(built, tmp_path_factory):
+    """-DKSEEK_FA3_MIXED_GATHER=1 (fa3_hopper.cu run_mixed_slots, page_gather.cuh gather_listed; session 13):
+    the default build has neither new kernel; the variant has both and otherwise the same kernels (the PG
+    ones read Args::kslot, so their code differs). Spills: none, except a few words in the producer warp
+    (40 registers) of the hd192/hd256 paged, dynamically scheduled kernels (NOTES v14b); the hd128 kernels
+    the serving rows run do not spill."""
+    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_MIXED_GATHER=1"],
+                 cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
+    assert r.ok, r.log[-3000:]
+    assert constraints.check_binary(r.so_path).ok
+    base = {k["demangled"] for k in built.ptxas}
+    var = {k["demangled"]: k for k in r.ptxas}
+    assert set(var) - base == {"pg::gather_listed(pg::Args, int const*)", "split_ids(int const*, int, int*, int*)"}
+    assert base <= set(var)
+    spilled = {n: k["spill_stores_bytes"] for n, k in var.items() if k["spill_stores_bytes"] or k["spill_loads_bytes"]}
+    assert all(re.search(r"fwd_kernel<__\w+, (192|256), \d+, \d+, 2, true, true>", n) for n in spilled), spilled
+    assert all(b <= 32 for b in spilled.values()), spilled
+
+
 @pytest.mark.parametrize("flag, says", [("-DKSEEK_FA3_BN=100", "KSEEK_FA3_BN must be"),
                                         ("-DKSEEK_FA3_PAGE_GATHER=3", "KSEEK_FA3_PAGE_GATHER must be"),
+                                        ("-DKSEEK_FA3_MIXED_GATHER=2", "KSEEK_FA3_MIXED_GATHER must be"),
                                         ("-DKSEEK_FA3_VARIANT=3", "KSEEK_FA3_VARIANT must be"),
                                         ("-DKSEEK_FA3_SCHED=fast", "sched_fast")])
 def test_a_bad_variant_value_fails_to_build_naming_it(tmp_path, flag, says):
