@@ -1266,9 +1266,12 @@ inline int choose_splits(const kseek_params* p) {
   // sequence holds `keys`; with ragged lengths one long sequence then rests on its few CTAs (d17). At
   // least enough splits that a CTA covers <= kSplitKeys of the longest; a split past a shorter
   // sequence's keys finds none and writes LSE -inf, which the combine skips. Below kRaggedMinSplits the
-  // model's choice stands (a uniform 2000-key row lost 3.6% in graph replay going 1 -> 2 splits).
+  // model's choice stands (a uniform 2000-key row lost 3.6% in graph replay going 1 -> 2 splits). Not for
+  // packed queries (a mixed call's decodes, session 10's serving rows): their partials are sized by the
+  // row cap (64 rows per KV head and sequence), so 32 splits at a 32k-capacity table would ask for ~1 GB
+  // of workspace, and that trade was never measured.
   if constexpr (fa3::build::kDecodeSplits == fa3::build::decsplits_ragged) {
-    if (p->seqused_k) {
+    if (p->seqused_k && !p->cu_seqlens_q) {
       const int64_t need = (keys + fa3::build::kSplitKeys - 1) / fa3::build::kSplitKeys;
       if (need >= fa3::build::kRaggedMinSplits && need > best) best = (int)std::min<int64_t>(need, kMaxSplits);
     }

@@ -28,7 +28,8 @@
 //                                  KSEEK_FA3_SPLIT_KEYS keys of the longest sequence, when that needs
 //                                  >= KSEEK_FA3_RAGGED_MIN_SPLITS (one long sequence no longer rests on
 //                                  a few CTAs: d17 0.18 -> 0.095 ms on the H200; without the minimum a
-//                                  2000-key uniform row went 1 -> 2 splits and lost 3.6% in graph replay)
+//                                  2000-key uniform row went 1 -> 2 splits and lost 3.6% in graph replay);
+//                                  dense queries only (a mixed call's decodes keep the model's count)
 //   -DKSEEK_FA3_SPLIT_KEYS=1024    the keys per CTA bound of `ragged` (> 0)
 //   -DKSEEK_FA3_RAGGED_MIN_SPLITS=4
 //                                  `ragged` leaves the model's choice alone below this many splits (>= 1)
