@@ -18,6 +18,8 @@
 #   raggedh  KSEEK_FA3_DECODE_SPLITS=model  hopper decode rows that pass cache_seqlens without a fixed
 #                                           split count (b8c2000lp, b1c2047)
 #   bn176    KSEEK_FA3_BN=176               bench26 rows 10-12   (issue 27, row 12: fixed cost per tile)
+#   keys512  KSEEK_FA3_SPLIT_KEYS=512       production d11-d17  (d17 at 0.80x FA3 graph with 8 splits of 1024
+#                                           keys: 16 of 512 balance the long sequences better?)
 #   fp8dec   KSEEK_FA3_DECODE_FP8=0         hopper fp8 decode rows (v13: paged fp8 decode on the naive fallback)
 #   gather   KSEEK_FA3_PAGE_GATHER=0        hopper paged fp8 / page-1 / leftpad rows (v13: the naive fallback)
 #   gather2  KSEEK_FA3_PAGE_GATHER=1        production p05-p07 (p06/p07 read in place by the PG producer)
@@ -40,6 +42,7 @@ exp() {   # name -> "DEFINE GRID ROWS"
     ragged) echo "KSEEK_FA3_DECODE_SPLITS=model production 11-17" ;;
     raggedh) echo "KSEEK_FA3_DECODE_SPLITS=model hopper b8c2000lp,b1c2047" ;;
     bn176) echo "KSEEK_FA3_BN=176 bench26 10-12" ;;
+    keys512) echo "KSEEK_FA3_SPLIT_KEYS=512 production 11-17" ;;
     fp8dec) echo "KSEEK_FA3_DECODE_FP8=0 hopper fp8_page,fp8_contig" ;;
     gather) echo "KSEEK_FA3_PAGE_GATHER=0 hopper $GATHER_ROWS" ;;
     gather2) echo "KSEEK_FA3_PAGE_GATHER=1 production 5-7" ;;
@@ -53,7 +56,7 @@ gputest() {   # name -> the -k expression of its GPU test, if any
     *) return 1 ;;
   esac
 }
-ALL="warp ragged raggedh bn176 fp8dec gather gather2 dv"
+ALL="warp ragged raggedh bn176 keys512 fp8dec gather gather2 dv"
 if [ "${1:-}" = --list ]; then   # each experiment's name, define, grid and rows; nothing else runs
   for name in $ALL; do echo "$name $(exp "$name")"; done
   exit 0
