@@ -23,7 +23,7 @@
 #include "decode.cuh"
 #include "prefill_fp8.cuh"
 #include "prefill_host.cuh"
-#if KSEEK_FA3_PAGE_GATHER
+#if KSEEK_FA3_PAGE_GATHER || KSEEK_FA3_MIXED_GATHER
 #include "page_gather.cuh"
 #endif
 
@@ -237,9 +237,11 @@ static int run_mixed_slots(const kseek_params* p, cudaStream_t stream, const int
   fa3::g_kslot = 1;
   int r = fa3::fwd(&d, stream, ids_g);
   fa3::g_kslot = 0;
-  if (r != KSEEK_OK) return r < 0 ? KSEEK_ERR_CUDA : r;  // (-1 after launches: nothing can fall back now)
+  // -1 (a launch the prefill does not take): the caller's in-place prefill over the whole list rewrites
+  // every row the slots' launch may have written (the list and the copies are workspace only)
+  if (r != KSEEK_OK) return r;
   if (slots < p->batch) r = fa3::fwd(p, stream, ids_p);
-  return r < 0 ? KSEEK_ERR_CUDA : r;
+  return r;
 }
 #endif
 
@@ -250,8 +252,10 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   const size_t idb = mixed_ids_bytes(p);
   size_t extra = 0;  // KSEEK_FA3_MIXED_GATHER: lists and slots between the list and the decode's workspace
 #if KSEEK_FA3_MIXED_GATHER
-  const int slots = mixed_slots(p);
+  g_mixed_slotted = 0;
+  int slots = mixed_slots(p);
   extra = mixed_gather_bytes(p);
+  if (p->workspace_bytes < idb + extra + dec::workspace_bytes(p)) slots = 0, extra = 0;  // too small: in place
 #endif
   if (!p->workspace || p->workspace_bytes < idb + extra || (reinterpret_cast<uintptr_t>(p->workspace) & 255))
     return -1;
@@ -264,10 +268,9 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   const int r = dec::run(&pd, stream);
   if (r != KSEEK_OK) return r;
 #if KSEEK_FA3_MIXED_GATHER
-  g_mixed_slotted = 0;
   if (slots > 0) {
     const int rs = run_mixed_slots(p, stream, ids, slots);
-    g_mixed_slotted = rs >= 0;
+    g_mixed_slotted = rs == KSEEK_OK;
     if (rs != -1) return rs;
   }
 #endif

@@ -95,7 +95,7 @@ struct Args {
 #if KSEEK_FA3_MIXED_GATHER
   // 1: K/V are a mixed call's dense slots (page_gather.cuh gather_listed): the K/V batch coordinate of
   // the sequence at list position j is j, not the sequence index (tile_at). In the 4 bytes of padding
-  // before `ids`, so Args keeps its size and layout.
+  // before `ids`, so Args keeps its size and layout (at the end, the hd96/hd128 paged kernels spilled).
   int kslot;
 #endif
   // mixed calls (fa3_hopper.cu): ids[0] = how many sequences this launch runs, ids[1..] = which (the

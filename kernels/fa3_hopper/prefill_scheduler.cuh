@@ -79,7 +79,7 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   if constexpr (PG) {
     if (a.ids && !a.kslot) ti.b = __ldg(a.ids + 1 + ti.b);
   }
-#define FA3_SEQ (a.kslot ? __ldg(a.ids + 1 + ti.b) : ti.b)
+#define FA3_SEQ ((PG && a.kslot) ? __ldg(a.ids + 1 + ti.b) : ti.b)
 #else
   int seq = r / a.heads;  // the sequence (a mixed call's launch: its position in a.ids, mapped here)
   if constexpr (PG) {
