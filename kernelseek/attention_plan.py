@@ -16,8 +16,8 @@ single score or weight (so the fast paths run them):
 * dense queries over a paged cache, in a shape the decode path or the prefill (16-bit or fp8) takes:
   one call; the kernel reads the pages in place or copies them into its workspace itself (since
   kernel v14: fp8, any page size, left padding; `_kernel_pages`).
-* varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64): one call, the
-  kernel's decode path reads the cache in place (since v13; before, the plan padded the queries).
+* 16-bit varlen queries over a cache that the decode path takes (max_seqlen_q x Hq/Hkv <= 64): one
+  call, the kernel's decode path reads the cache in place (before, the plan padded the queries).
 * other 16-bit varlen queries over a paged cache (pages of a multiple of 8 rows, no leftpad) or a dense
   one: read in place (`_cache_in_place`; the kernel splits a varlen batch between its decode and
   prefill paths on the device).
@@ -155,8 +155,11 @@ def _solve_layout(p: Problem):
             return _direct(_pages_for_batch_idx(p))
         if p.cu_q is not None and p.kv == "packed":
             return _direct(p)
-        if p.cu_q is not None and _decode_takes(p):
-            return _direct(_pages_for_batch_idx(p))   # packed queries over a cache, on the decode path
+        if p.cu_q is not None and p.q.element_size() == 2 and _decode_takes(p):
+            # 16-bit packed queries over a cache, on the decode path (the path a serving step's decodes
+            # take on the GPU since v13); fp8 packed queries keep the gather below: the fp8 decode with
+            # cu_seqlens_q has not run on a GPU
+            return _direct(_pages_for_batch_idx(p))
         if (p.kv == "paged" or p.cu_q is not None) and _cache_in_place(p):
             return _direct(_pages_for_batch_idx(p) if p.kv == "paged" else p)
     return _packed(p)

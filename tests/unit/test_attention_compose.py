@@ -126,19 +126,23 @@ def test_kvcache_dense_queries_over_pages_are_one_call(dtype, ps, leftpad, batch
         close(o, lse, ro, rl, tol=2e-2 if dtype == torch.bfloat16 else 6e-2)
 
 
-def test_fp8_varlen_decode_over_pages_is_one_call():
-    """Packed fp8 queries over a paged cache, decode-shaped (v14's fp8 decode takes them in place)."""
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float8_e4m3fn])
+def test_varlen_decode_over_pages(dtype):
+    """Packed decode-shaped queries over a paged cache (page 4, left padding): 16-bit ones are one call on
+    the kernel's decode path; fp8 ones are still gathered (the fp8 decode with cu_seqlens_q has not run on
+    a GPU). Both give the reference's answer."""
     g = torch.Generator().manual_seed(31)
-    f8 = torch.float8_e4m3fn
-    kc, vc, table = (t.to(f8) if t.is_floating_point() else t for t in _cache(g, True, 3, 32, 2, 128, 128, ps=16))
+    kc, vc, table = (t.to(dtype) if t.is_floating_point() else t for t in _cache(g, True, 3, 32, 2, 128, 128, ps=4))
     cu = torch.tensor([0, 1, 4, 6], dtype=torch.int32)
-    q = rnd(g, 6, 4, 128).to(f8)
-    seqlens = torch.tensor([30, 9, 17], dtype=torch.int32)
+    q = rnd(g, 6, 4, 128).to(dtype)
+    seqlens, lp = torch.tensor([30, 9, 17], dtype=torch.int32), torch.tensor([1, 0, 3], dtype=torch.int32)
     o, lse = A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu,
-                                       max_seqlen_q=3, causal=True, return_softmax_lse=True)
-    assert len(C.RECORD["paths"]) == 1 and C.RECORD["steps"] == [], C.RECORD
-    ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu, causal=True)
-    close(o, lse, ro, rl, tol=6e-2)
+                                       cache_leftpad=lp, max_seqlen_q=3, causal=True, return_softmax_lse=True)
+    fp8 = dtype != torch.bfloat16
+    assert len(C.RECORD["paths"]) == 1 and ("gather-pages" in C.RECORD["steps"]) == fp8, C.RECORD
+    ro, rl, _, _ = R.kvcache_ref(q, kc, vc, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cu,
+                                 leftpad_k=lp, causal=True)
+    close(o, lse, ro, rl, tol=6e-2 if fp8 else 2e-2)
 
 
 @pytest.mark.parametrize("paged, ps", [(False, 0), (True, 4), (True, 16)])

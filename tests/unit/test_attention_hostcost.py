@@ -63,7 +63,7 @@ def decode_paged(g):
 
 
 def varlen_q_paged(g, rows=(1, 1, 3, 1)):
-    """vLLM's mixed batch: varlen queries over a paged cache (decode-shaped: pad-varlen-q; else packed)."""
+    """vLLM's mixed batch: varlen queries over a paged cache (decode-shaped: one call on the decode path; else in place or packed)."""
     kc, vc, table = _paged(g)
     cu = _i32([0] + torch.tensor(rows).cumsum(0).tolist())
     q, lens = _t(g, sum(rows), HQ, D), _i32([96, 40, 50, 17])
