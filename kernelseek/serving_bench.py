@@ -17,6 +17,7 @@ version or why it is unavailable; rows) and DIR/serving.txt (the table, printed 
 from __future__ import annotations
 
 import json
+import os
 import re
 import time
 from pathlib import Path
@@ -161,7 +162,8 @@ def meta() -> dict:
     from .evaluate import git_revision
     from .worker import _meta
     m = _meta()
-    m.update(git_rev=git_revision(), kernel=str(core.DEFAULT_KERNEL), started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()))
+    m.update(git_rev=git_revision(), kernel=str(core.DEFAULT_KERNEL), started_utc=time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+             build_defines=os.environ.get("KSEEK_ATTENTION_DEFINES", ""))   # a variant's A/B (attention_core._lib)
     try:
         m["kernel_hash"] = source_hash(core.DEFAULT_KERNEL)
     except Exception as e:

@@ -47,3 +47,13 @@ def test_cross_check_runs_reference_fa3_where_it_fits(monkeypatch):
     assert res["ref_fa3"] == "run" and res["ref_fa3_err"] < 1e-5          # fp32 against float64
     monkeypatch.setattr(SB, "REF_MAX_SCORES_BYTES", 1e3)
     assert SB.cross_check(call, ind)["ref_fa3"].startswith("not run: a ")
+
+
+def test_meta_records_the_variant_the_run_built(monkeypatch):
+    """A serving A/B (tools/gpu_v14b.sh ab) runs the same rows with and without KSEEK_ATTENTION_DEFINES:
+    each run's meta must say which build it timed."""
+    from kernelseek import serving_bench as SB
+    monkeypatch.setenv("KSEEK_ATTENTION_DEFINES", "KSEEK_FA3_MIXED_GATHER=1")
+    assert SB.meta()["build_defines"] == "KSEEK_FA3_MIXED_GATHER=1"
+    monkeypatch.delenv("KSEEK_ATTENTION_DEFINES")
+    assert SB.meta()["build_defines"] == ""
