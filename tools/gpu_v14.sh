@@ -6,15 +6,8 @@
 #   GPU (carry .whl .kseek-cache .fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v14.sh
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${OUT:-/tmp/v14_out}; mkdir -p "$OUT"
-source tools/bundle.sh
-export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
-source tools/site.sh
-[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/ 2>/dev/null
-T0=$(date +%s)
-log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee "$OUT/device.txt"
-echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
+OUT=${OUT:-/tmp/v14_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, device.txt
 ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")   # (timeout runs no shell function)
 log "hopper check"; timeout -k 5 "${CHECK_S:-90}" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
 log "optest check"; timeout -k 5 "${CHECK_S:-90}" "${ev[@]}" --grid optest --check-only > "$OUT/optest.txt" 2>&1; grep -E '^correct' "$OUT/optest.txt"

@@ -12,15 +12,10 @@
 set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
-OUT=${OUT:-/tmp/v14b_out}; mkdir -p "$OUT"
-source tools/bundle.sh
-export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
-source tools/site.sh
-[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/ 2>/dev/null
-T0=$(date +%s)
+OUT=${OUT:-/tmp/v14b_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, device.txt
 left() { echo $(( ${TOTAL_S:-540} - ($(date +%s) - T0) )); }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
-echo "git $KSEEK_GIT_REV, mode $mode" | tee -a "$OUT/device.txt"
+echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   test)
     timeout -k 5 "$(left)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_variants_gpu.py \

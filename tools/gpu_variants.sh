@@ -61,16 +61,9 @@ if [ "${1:-}" = --list ]; then   # each experiment's name, define, grid and rows
   for name in $ALL; do echo "$name $(exp "$name")"; done
   exit 0
 fi
-OUT=${OUT:-/tmp/variants_out}; mkdir -p "$OUT"
-source tools/bundle.sh   # everything under $OUT comes back as $OUT/bundle.tgz
-export KSEEK_GIT_REV=${KSEEK_GIT_REV:-unknown} KSEEK_FLASHINFER_JIT=0
-source tools/site.sh
-[ -d .kseek-cache ] && mkdir -p "$KSEEK_CACHE_DIR" && cp -rn .kseek-cache/. "$KSEEK_CACHE_DIR"/ 2>/dev/null
+OUT=${OUT:-/tmp/variants_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, device.txt
 RUNS=/tmp/variant_runs
-T0=$(date +%s)
-log() { echo "=== $* (+$(( $(date +%s) - T0 )) s)"; }
-nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.max.sm --format=csv,noheader | tee "$OUT/device.txt"
-echo "git $KSEEK_GIT_REV" | tee -a "$OUT/device.txt"
 for name in ${EXPS:-warp ragged bn176}; do
   spec=$(exp "$name") || { echo "unknown experiment $name ($ALL)"; continue; }
   read -r def grid rows <<< "$spec"
