@@ -34,5 +34,11 @@ case $mode in
     timeout -k 5 "$(left)" python3 -m kernelseek eval kernels/fa3_hopper --grid hopper --scenarios paged_,decode_ \
       --baseline fa3 --graph --budget "${BUDGET:-0.15}" --no-progress --runs-dir "$OUT/runs" > "$OUT/hopper.txt" 2>&1
     echo "rc=$? (+$(( $(date +%s) - T0 )) s)"; tail -8 "$OUT/hopper.txt" ;;
-  *) echo "unknown mode $mode (test, ab, hopper)"; exit 2 ;;
+  probe)  # each row once, blocking launches, then s01 under compute-sanitizer (which launch fails, and why)
+    KSEEK_ATTENTION_DEFINES=${DEFS:-KSEEK_FA3_MIXED_GATHER=1} CUDA_LAUNCH_BLOCKING=1 timeout -k 5 120 \
+      python3 tools/mixed_gather_probe.py > "$OUT/probe.txt" 2>&1; echo "probe rc=$?"; cat "$OUT/probe.txt" | head -40
+    KSEEK_ATTENTION_DEFINES=${DEFS:-KSEEK_FA3_MIXED_GATHER=1} timeout -k 5 "$(( $(left) - 20 ))" compute-sanitizer \
+      --print-limit 5 python3 tools/mixed_gather_probe.py s01 > "$OUT/sanitizer.txt" 2>&1
+    echo "sanitizer rc=$?"; grep -v "^    " "$OUT/sanitizer.txt" | head -40 ;;
+  *) echo "unknown mode $mode (test, ab, hopper, probe)"; exit 2 ;;
 esac
