@@ -22,9 +22,9 @@ case $mode in
       -k mixed_gather > "$OUT/gputest.txt" 2>&1
     echo "rc=$? (+$(( $(date +%s) - T0 )) s)"; tail -15 "$OUT/gputest.txt" ;;
   ab)
-    for side in off on; do
+    for side in ${SIDES:-off on}; do
       d=""; [ $side = on ] && d=KSEEK_FA3_MIXED_GATHER=1
-      budget=$(left); [ $side = off ] && budget=$(( budget / 2 ))
+      budget=$(left); [ $side = off ] && [ "${SIDES:-off on}" != off ] && budget=$(( budget / 2 ))
       KSEEK_ATTENTION_DEFINES=$d timeout -k 5 "$budget" python3 tools/serving_bench.py --out "$OUT/$side" \
         --rows '^s0[1-7]' --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/$side.log" 2>&1
       echo "== $side ($d): rc=$? (+$(( $(date +%s) - T0 )) s)"
