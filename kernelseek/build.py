@@ -39,7 +39,12 @@ __all__ = ["build", "BuildResult", "NvccNotFound", "REPO_KERNELS", "entry_file",
            "source_hash", "parse_ptxas", "format_ptxas", "find_nvcc", "arch_flags", "cache_root"]
 
 REPO_KERNELS = KSEEK_H.parent   # the repository's kernels/ (holds kseek.h); never on nvcc's include path
-BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", "-Xptxas", "-v")
+# -fno-gnu-unique: g++ binds a template's function-local statics and C++17 inline variables as
+# STB_GNU_UNIQUE, which the dynamic loader shares across every library loaded in the process, even with
+# RTLD_LOCAL: two builds of one kernel (a variant beside the default) would then share their opt-in flags
+# and caches, and the second's kernels ran without their shared-memory opt-in (a cuda error; session 14).
+BASE_FLAGS = ("-O3", "-lineinfo", "-shared", "-Xcompiler", "-fPIC,-fno-gnu-unique", "--cudart", "shared",
+              "-Xptxas", "-v")
 NVCC_TIMEOUT_S = 900
 
 

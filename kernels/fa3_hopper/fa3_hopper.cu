@@ -332,10 +332,11 @@ static size_t fast_workspace(const kseek_params* p) {
 
 #if KSEEK_FA3_PAGE_GATHER
 // A paged call none of paths 1-3 reads in place, whose dense copy one of them takes (page_gather.cuh).
-// Variant 2 also takes the paged prefills the bf16/fp16 prefill reads in place (fa3::fast_ok).
+// Variant 2 also takes the paged prefills the bf16/fp16 prefill reads in place (fa3::fast_ok) over small pages.
 static bool use_gather(const kseek_params* p) {
   if (!pg::copyable(p) || use_decode(p) || use_mixed(p) || fa3::f8::fast_ok(p)) return false;
-  if (KSEEK_FA3_PAGE_GATHER < 2 && fa3::fast_ok(p)) return false;
+  // variant 2: also the in-place-readable ones, when their pages are small (KSEEK_FA3_GATHER_MAX_PAGE)
+  if (fa3::fast_ok(p) && (KSEEK_FA3_PAGE_GATHER < 2 || p->page_size > KSEEK_FA3_GATHER_MAX_PAGE)) return false;
   const kseek_params d = pg::dense_view(p, reinterpret_cast<char*>(uintptr_t{256}), 0);  // aligned stand-in
   return use_decode(&d) || use_mixed(&d) || fa3::fast_ok(&d) || fa3::f8::fast_ok(&d);
 }

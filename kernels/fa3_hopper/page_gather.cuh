@@ -34,57 +34,65 @@ struct Args {
   int k_chunks, v_chunks;          // 16-byte chunks per K row and per V row of one head
 };
 
-// Logical rows [s * page_size, (s + 1) * page_size) of sequence b's cache, clipped to `lim` (<= Sk),
-// into dense row block `dst_b`: used rows copied, the others zeroed; no page id read without a used row.
-__device__ __forceinline__ void copy_slot(const Args& a, int s, int b, int dst_b, int lim) {
-  const int r0 = s * a.page_size;
-  const int r1 = min(lim, r0 + a.page_size);
+// The copy works in blocks of kRows logical rows (one CTA each), not one CTA per page: with 256-row
+// pages a 2-sequence call was 12 CTAs on 132 SMs (H200 hopper grid, session 14: d256 p256 0.08 -> 0.38 ms).
+// Rows are read from their pages one by one (a page id per row, from L1), so a block may span pages.
+constexpr int kRows = 16;
+// Rows the fast paths read past a sequence's end: the prefill's last K/V tile (BN <= 192 rows) reads
+// whole tiles (masked keys; V rows past the end zeroed in shared memory, NaN-safe only if they exist),
+// the decode reads no row past the end. Rows [end, end + kZeroTail) are written as zeros, rows past
+// that are never read and are not written; rows before the first stored key (leftpad) are never read.
+constexpr int kZeroTail = 256;
+
+// Logical rows [r0, min(r0 + kRows, lim)) of sequence b's cache into dense row block `dst_b`: used rows
+// (leftpad_b <= j < end_b) copied from their pages, the others zeroed; no page id read for an unused row.
+__device__ __forceinline__ void copy_rows(const Args& a, int r0, int b, int dst_b, int lim) {
+  const int r1 = min(lim, r0 + kRows);
   if (r0 >= r1) return;
   const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
   const int lp = a.leftpad ? a.leftpad[b] : 0;
-  const bool any = max(lp, r0) < min(end, r1);
-  const int64_t page = any ? a.pt[(int64_t)b * a.pt_stride + s] : 0;
+  const int32_t* ptrow = a.pt + (int64_t)b * a.pt_stride;
   const int rows = r1 - r0;
   for (int half = 0; half < 2; ++half) {                   // K, then V
     const int nc = half ? a.v_chunks : a.k_chunks;
     const char* src = half ? a.v : a.k;
     char* dst = half ? a.v2 : a.k2;
     const int64_t sp = half ? a.v_page : a.k_page, sr = half ? a.v_row : a.k_row, sh = half ? a.v_head : a.k_head;
-    const int64_t n = (int64_t)rows * a.hkv * nc;
-    for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-      const int c = (int)(i % nc);
-      const int64_t t = i / nc;
-      const int h = (int)(t % a.hkv);
-      const int j = r0 + (int)(t / a.hkv);
+    const int n = rows * a.hkv * nc;                       // <= 16 rows x 65535 heads x 32 chunks: int
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int c = i % nc;
+      const int t = i / nc;
+      const int h = t % a.hkv;
+      const int j = r0 + t / a.hkv;
       uint4 x = make_uint4(0u, 0u, 0u, 0u);
-      if (j >= lp && j < end)
-        x = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j - r0) * sr + h * sh) + c);
+      if (j >= lp && j < end) {
+        const int64_t page = __ldg(ptrow + j / a.page_size);
+        x = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j % a.page_size) * sr + h * sh) + c);
+      }
       reinterpret_cast<uint4*>(dst + (((int64_t)dst_b * a.seqlen_k + j) * a.hkv + h) * nc * 16)[c] = x;
     }
   }
 }
 
-// One CTA per (page slot s, sequence b): the whole logical cache of every sequence.
-__global__ void __launch_bounds__(256) gather_pages(const Args a) {
-  const int s = blockIdx.x, b = blockIdx.y;
-  copy_slot(a, s, b, b, a.seqlen_k);
+// Row block x of sequence b's cache: the rows the fast paths read (see kZeroTail), into dense slot `dst_b`.
+__device__ __forceinline__ void copy_block(const Args& a, int x, int b, int dst_b) {
+  const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
+  const int lp = a.leftpad ? a.leftpad[b] : 0;
+  if ((x + 1) * kRows <= lp) return;                       // before the first stored key: never read
+  copy_rows(a, x * kRows, b, dst_b, min(a.seqlen_k, end + kZeroTail));
 }
 
+// One CTA per (row block x, sequence b): every sequence into its own dense slot.
+__global__ void __launch_bounds__(256) gather_pages(const Args a) { copy_block(a, blockIdx.x, blockIdx.y, blockIdx.y); }
+
 #if KSEEK_FA3_MIXED_GATHER
-// KSEEK_FA3_MIXED_GATHER: one CTA per (page slot s, list position j): sequence ids[1 + j] into dense
-// slot j, for j < ids[0] (the mixed call's long sequences that got a slot). Only the rows the prefill
-// reads: from the first stored key to kZeroTail rows past the sequence's end (its last K/V tile, BN <=
-// 192 rows, reads past the end; those rows are zeroed), so a 32k-capacity table with 2k used keys
-// copies ~2k rows, not 32k.
-constexpr int kZeroTail = 256;
+// KSEEK_FA3_MIXED_GATHER: one CTA per (row block x, list position j): sequence ids[1 + j] into dense
+// slot j, for j < ids[0] (the mixed call's long sequences that got a slot), so a 32k-capacity table
+// with 2k used keys copies ~2k rows, not 32k.
 __global__ void __launch_bounds__(256) gather_listed(const Args a, const int32_t* ids) {
   const int j = blockIdx.y;
   if (j >= __ldg(ids)) return;
-  const int b = __ldg(ids + 1 + j);
-  const int end = a.seqused ? min(a.seqused[b], a.seqlen_k) : a.seqlen_k;
-  const int lp = a.leftpad ? a.leftpad[b] : 0;
-  if ((int)(blockIdx.x + 1) * a.page_size <= lp) return;   // rows before the first stored key: never read
-  copy_slot(a, blockIdx.x, b, j, min(a.seqlen_k, end + kZeroTail));
+  copy_block(a, blockIdx.x, __ldg(ids + 1 + j), j);
 }
 #endif
 
@@ -164,7 +172,7 @@ inline Args make_args(const kseek_params* p, const kseek_params* d) {
 // The copy on `stream`; KSEEK_OK or KSEEK_ERR_CUDA.
 inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t stream) {
   const Args a = make_args(p, d);
-  const dim3 grid((unsigned)((p->seqlen_k + p->page_size - 1) / p->page_size), (unsigned)p->batch);
+  const dim3 grid((unsigned)((p->seqlen_k + kRows - 1) / kRows), (unsigned)p->batch);
   gather_pages<<<grid, 256, 0, stream>>>(a);
   return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
 }
@@ -187,7 +195,7 @@ inline kseek_params slot_view(const kseek_params* p, char* base, int64_t n) {
 inline int launch_listed(const kseek_params* p, const kseek_params* d, const int32_t* ids, int n_slots,
                          cudaStream_t stream) {
   const Args a = make_args(p, d);
-  const dim3 grid((unsigned)((p->seqlen_k + p->page_size - 1) / p->page_size), (unsigned)n_slots);
+  const dim3 grid((unsigned)((p->seqlen_k + kRows - 1) / kRows), (unsigned)n_slots);
   gather_listed<<<grid, 256, 0, stream>>>(a, ids);
   return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
 }

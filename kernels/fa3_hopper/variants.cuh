@@ -47,6 +47,10 @@
 //                                  prefill would read in place (page % 8 == 0) goes through the copy too
 //                                  (H200: p06 0.50 -> 0.22 ms, p07 7.3 -> 3.2 ms against the PG
 //                                  producer's box-per-page loads). Decode and mixed calls never.
+//   -DKSEEK_FA3_GATHER_MAX_PAGE=16  variant 2 copies an in-place-readable paged prefill only when its
+//                                  pages hold at most this many rows (H200 hopper grid, session 14: p16
+//                                  rows 0.55-0.92x the in-place time, p128/p256 rows 1.5-5.5x: with big
+//                                  pages the PG producer's boxes are already large; p32/p64 not measured)
 //   -DKSEEK_FA3_DECODE_FP8=0|1     fp8 e4m3 q/k/v (o bf16) in the split-KV decode: 0 (default) fp8 calls
 //                                  never reach decode.cuh (paged: the naive fallback; dense: the fp8
 //                                  prefill); 1 (default since v14): dec::splitkv_f8_kernel takes the fp8
@@ -104,6 +108,9 @@
 #endif
 #ifndef KSEEK_FA3_PAGE_GATHER
 #define KSEEK_FA3_PAGE_GATHER 2
+#endif
+#ifndef KSEEK_FA3_GATHER_MAX_PAGE
+#define KSEEK_FA3_GATHER_MAX_PAGE 16
 #endif
 #ifndef KSEEK_FA3_DECODE_FP8
 #define KSEEK_FA3_DECODE_FP8 1
@@ -167,6 +174,7 @@ constexpr int kRaggedMinSplits = KSEEK_FA3_RAGGED_MIN_SPLITS;
 static_assert(kRaggedMinSplits >= 1, "KSEEK_FA3_RAGGED_MIN_SPLITS must be >= 1");
 
 static_assert(KSEEK_FA3_PAGE_GATHER >= 0 && KSEEK_FA3_PAGE_GATHER <= 2, "KSEEK_FA3_PAGE_GATHER must be 0, 1 or 2");
+static_assert(KSEEK_FA3_GATHER_MAX_PAGE >= 1, "KSEEK_FA3_GATHER_MAX_PAGE must be >= 1");
 
 static_assert(KSEEK_FA3_DECODE_FP8 == 0 || KSEEK_FA3_DECODE_FP8 == 1, "KSEEK_FA3_DECODE_FP8 must be 0 or 1");
 constexpr bool kDecodeFp8 = KSEEK_FA3_DECODE_FP8 != 0;

@@ -92,6 +92,27 @@ def test_cached_build_hits_and_changed_source_misses(tmp_path):
     assert e.ok and not e.cached and e.so_path == d.so_path and e.so_path.is_file()
 
 
+STATEFUL = '#include "kseek.h"\ntemplate <int N> int bump() { static int n = 0; return n += N; }\n' \
+           'inline int calls = 0;\n' \
+           'extern "C" int kseek_fwd(const kseek_params* p, cudaStream_t s) { return KSEEK_ERR_UNSUPPORTED; }\n' \
+           'extern "C" int count(void) { ++calls; return bump<1>() * 100 + calls; }\n'
+
+
+def test_two_builds_in_one_process_keep_their_own_state(tmp_path):
+    """Two builds of one source (a variant beside the default) loaded in one process: each keeps its
+    function-local statics and inline variables. g++ binds those as STB_GNU_UNIQUE, which the loader
+    shares process-wide even under RTLD_LOCAL (the second fa3_hopper build skipped its shared-memory
+    opt-in and failed with a cuda error on the GPU); the build flags must keep them per library."""
+    src = tmp_path / "stateful.cu"
+    src.write_text(STATEFUL)
+    a = kb.build(src, cache_dir=tmp_path / "cache", extra_flags=["-DSIDE=1"])
+    b = kb.build(src, cache_dir=tmp_path / "cache", extra_flags=["-DSIDE=2"])
+    assert a.ok and b.ok and a.so_path != b.so_path, (a.log, b.log)
+    la, lb = ctypes.CDLL(str(a.so_path)), ctypes.CDLL(str(b.so_path))
+    assert [la.count(), la.count()] == [101, 202]
+    assert lb.count() == 101          # shared state would give 303
+
+
 def test_env_cache_dir_and_header_change(tmp_path, monkeypatch):
     monkeypatch.setenv("KSEEK_CACHE_DIR", str(tmp_path / "envcache"))
     (tmp_path / "scale.h").write_text("#define SCALE 2.0f\n")
