@@ -1,8 +1,8 @@
 // variants.cuh: the build variants of fa3_hopper, for A/B runs. Each is a -D flag named after the
 // environment variable that v12 and earlier read with getenv in the call path (same values); unset,
 // each takes the default (v14, session 13: PAGE_GATHER=2, DECODE_FP8=1, DECODE_DV=1 and
-// DECODE_SPLITS=ragged became defaults after their H200 A/B, NOTES v14; the old behaviour is the
-// value 0 / model). An instantiation that
+// DECODE_SPLITS=ragged became defaults after their H200 A/B, NOTES v14; v15, session 14: MIXED_GATHER=1;
+// the old behaviour is the value 0 / model). An instantiation that
 // only a variant reaches (a consumer schedule, a tile width) is compiled only in that variant, so
 // the default build holds exactly the kernels the default dispatch can reach. README.md lists them.
 //
@@ -65,13 +65,13 @@
 //                                  H200: the 6 hd192/128 bf16 decode rows 0.09-0.89x of before)
 //   -DKSEEK_FA3_MIXED_GATHER=0|1   a mixed call (packed queries over a PAGED cache: decodes beside
 //                                  chunked prefills) whose pages the prefill would read in place box by
-//                                  box (page % 8 == 0): 0 (default) in place; 1: the long sequences' pages
+//                                  box (page % 8 == 0): 0 in place (v14); 1 (default since v15): the long sequences' pages
 //                                  copied first into dense slots in the workspace (page_gather.cuh
 //                                  gather_listed), the prefill run over those (its K/V batch coordinate is
 //                                  the slot), the decodes still in place. Sequences past the slots' budget
 //                                  (KSEEK_FA3_MIXED_GATHER_MB of K + V) stay in place, in a second launch.
-//                                  For the serving rows at page 16 (s01, s04, s07: 0.51-0.64x FA3), as
-//                                  PAGE_GATHER=2 did for p06/p07 (session 13; never run on a GPU yet)
+//                                  H200 (session 14, serving s01-s07 against FA3, graph): s01 0.60 -> 0.82x,
+//                                  s04 0.51 -> 0.95x, s07 0.64 -> 0.97x, the page-64 rows +1-7%
 //   -DKSEEK_FA3_MIXED_GATHER_MB=1024  the slots' budget, MiB (> 0)
 //   -DKSEEK_FA3_MIXED_GATHER_SLOTS=0  at most this many slots (0: as many as the budget holds; 1 in the GPU
 //                                  test, so that a step's other long sequences take the in-place launch)
@@ -119,7 +119,7 @@
 #define KSEEK_FA3_DECODE_DV 1
 #endif
 #ifndef KSEEK_FA3_MIXED_GATHER
-#define KSEEK_FA3_MIXED_GATHER 0
+#define KSEEK_FA3_MIXED_GATHER 1
 #endif
 #ifndef KSEEK_FA3_MIXED_GATHER_MB
 #define KSEEK_FA3_MIXED_GATHER_MB 1024

@@ -89,18 +89,18 @@ def test_page_gather_adds_only_the_copy_kernel(built, tmp_path_factory):
     assert all(var[n]["spill_stores_bytes"] == base[n]["spill_stores_bytes"] for n in base)
 
 
-def test_mixed_gather_variant_adds_the_list_split_and_the_slot_copy(built, tmp_path_factory):
-    """-DKSEEK_FA3_MIXED_GATHER=1 (fa3_hopper.cu run_mixed_slots, page_gather.cuh gather_listed; session 13):
-    the default build has neither new kernel; the variant has both and otherwise the same kernels (the PG
-    ones read Args::kslot, so their code differs). Spills: none, except a few words in the producer warp
-    (40 registers) of the hd192/hd256 paged, dynamically scheduled kernels (NOTES v14b); the hd128 kernels
-    the serving rows run do not spill."""
-    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_MIXED_GATHER=1"],
+def test_mixed_gather_adds_the_list_split_and_the_slot_copy(built, tmp_path_factory):
+    """KSEEK_FA3_MIXED_GATHER (fa3_hopper.cu run_mixed_slots, page_gather.cuh gather_listed; 1, the default
+    since v15): built with 0 (v14) neither new kernel is there; the default has both and otherwise the same
+    kernels (the PG ones read Args::kslot, so their code differs). Spills: none, except a few words in the
+    producer warp (40 registers) of the hd192/hd256 paged, dynamically scheduled kernels (known since v13,
+    in both builds); the hd128 kernels the serving rows run do not spill."""
+    r = kb.build(FA3, extra_flags=["-DKSEEK_FA3_MIXED_GATHER=0"],
                  cache_dir=tmp_path_factory.getbasetemp() / "kseek-build-cache")
     assert r.ok, r.log[-3000:]
     assert constraints.check_binary(r.so_path).ok
-    base = {k["demangled"] for k in built.ptxas}
-    var = {k["demangled"]: k for k in r.ptxas}
+    base = {k["demangled"] for k in r.ptxas}
+    var = {k["demangled"]: k for k in built.ptxas}
     assert set(var) - base == {"pg::gather_listed(pg::Args, int const*)", "split_ids(int const*, int, int*, int*)"}
     assert base <= set(var)
     spilled = {n: k["spill_stores_bytes"] for n, k in var.items() if k["spill_stores_bytes"] or k["spill_loads_bytes"]}

@@ -1,6 +1,6 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
 holds equals v15's (kernels/fa3_hopper/sass_v15.json: session 14 rewrote the page copy, gather_pages,
-and left v14's other 90 kernels alone; session 13 made four H200-measured variants defaults, which added
+and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
 6 kernels to v13's 85, from commit aa20ca6, unchanged; both checked below from the references alone), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
 issue 19's proof that the split into parts changed no machine code). Up to symbol names and addresses
 (kernelseek/sass_identity.py). A deliberate kernel change rewrites the reference (tools/sass_identity.py
@@ -27,7 +27,7 @@ ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
     "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v15.json",
-                   0, 91),
+                   0, 93),
     "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v12.json", 4, 6),
 }
 
@@ -100,14 +100,19 @@ def test_v14_keeps_every_v13_kernel_unchanged():
     assert len(by["only new"]) == 6 and all(re.search(V14_ADDED, k) for k in by["only new"]), by["only new"]
 
 
-def test_v15_changes_only_the_page_copy():
-    """v15 (session 14) rewrote gather_pages (16-row blocks instead of one CTA per page); the other 90
-    kernels of v14 keep their SASS, and no kernel was added or removed."""
+def test_v15_changes_only_the_page_copy_and_the_paged_kernels():
+    """v15 (session 14) rewrote gather_pages (16-row blocks instead of one CTA per page) and made
+    MIXED_GATHER=1 the default: the 28 paged (PG) fwd_kernel instantiations read Args::kslot, and
+    gather_listed and split_ids are new. v14's other 62 kernels keep their SASS; none was removed."""
     ref = kb.REPO_KERNELS / "fa3_hopper"
     v14, v15 = (json.loads((ref / f"sass_v{v}.json").read_text())["kernels"] for v in (14, 15))
     rows = si.compare(v14, v15)
     by = {}
     for row in rows:
         by.setdefault(row["status"], []).append(row["key"])
-    assert sorted(by) == ["differs", "same"] and len(by["same"]) == 90, si.table([r for r in rows if r["status"] != "same"])
-    assert len(by["differs"]) == 1 and re.search(r"gather_pages\(", by["differs"][0]), by["differs"]
+    assert sorted(by) == ["differs", "only new", "same"] and len(by["same"]) == 62, si.table(
+        [r for r in rows if r["status"] != "same"])
+    pg = [k for k in by["differs"] if re.search(r"fwd_kernel<__\w+, \d+, \d+, \d+, 2, (true|false), true>", k)]
+    assert len(pg) == 28 and [k for k in by["differs"] if k not in pg] == [
+        next(k for k in by["differs"] if re.search(r"gather_pages\(", k))], by["differs"]
+    assert sorted(re.sub(r"\(.*", "", k) for k in by["only new"]) == ["gather_listed", "split_ids"], by["only new"]
