@@ -1,13 +1,15 @@
-// page_gather.cuh: paged calls that no fast path reads in place, copied to a dense cache first
-// (build variant -DKSEEK_FA3_PAGE_GATHER=1, variants.cuh; off by default, where such calls take the
-// naive fallback). Which calls: fp8 K/V over pages (the fp8 producer reads dense or packed keys only),
-// and bf16/fp16 prefill over pages whose size is not a multiple of 8 or with left padding
-// (prefill_host.cuh's pages_ok). On the hopper grid those ran at 0.007-0.42x of FA3 (session 11).
+// page_gather.cuh: paged calls copied to a dense cache first, then run on a dense fast path.
+// gather_pages (-DKSEEK_FA3_PAGE_GATHER=1|2, variants.cuh; 2 the default since v14): every sequence of a
+// paged call no fast path reads in place (fp8 K/V over pages, page sizes not a multiple of 8, paged left
+// padding: 0.007-0.42x of FA3 on the naive fallback, session 11), and with 2 the paged prefills over pages
+// of <= KSEEK_FA3_GATHER_MAX_PAGE rows too. gather_listed (-DKSEEK_FA3_MIXED_GATHER=1, the default since
+// v15): a mixed call's long sequences only, into dense slots.
 //
 // The rows of each sequence's logical cache (positions 0 <= j < Sk, kseek.h) go to a dense
 // K [B, Sk, Hkv, D] and V [B, Sk, Hkv, Dv] at the start of the workspace: the used keys
-// (leftpad_b <= j < end_b) copied from their pages, every other row zero (a dense path reads whole
-// tiles and multiplies masked keys' V by P = 0: a NaN left in the workspace would survive that).
+// (leftpad_b <= j < end_b) copied from their pages, the kZeroTail rows after the end zeroed (a dense
+// path reads whole tiles and multiplies masked keys' V by P = 0: a NaN there would survive that), the
+// rest (never read) left as they are.
 // The call then runs as a dense-cache call (same seqused_k, leftpad_k, descales) on whichever fast
 // path takes it; the rest of the workspace is that path's. Cost: one more read and write of the cache
 // rows, about 3x the bytes of reading the pages in place.
@@ -82,8 +84,10 @@ __device__ __forceinline__ void copy_block(const Args& a, int x, int b, int dst_
   copy_rows(a, x * kRows, b, dst_b, min(a.seqlen_k, end + kZeroTail));
 }
 
+#if KSEEK_FA3_PAGE_GATHER
 // One CTA per (row block x, sequence b): every sequence into its own dense slot.
 __global__ void __launch_bounds__(256) gather_pages(const Args a) { copy_block(a, blockIdx.x, blockIdx.y, blockIdx.y); }
+#endif
 
 #if KSEEK_FA3_MIXED_GATHER
 // KSEEK_FA3_MIXED_GATHER: one CTA per (row block x, list position j): sequence ids[1 + j] into dense
@@ -169,6 +173,7 @@ inline Args make_args(const kseek_params* p, const kseek_params* d) {
   return a;
 }
 
+#if KSEEK_FA3_PAGE_GATHER
 // The copy on `stream`; KSEEK_OK or KSEEK_ERR_CUDA.
 inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t stream) {
   const Args a = make_args(p, d);
@@ -176,6 +181,7 @@ inline int launch(const kseek_params* p, const kseek_params* d, cudaStream_t str
   gather_pages<<<grid, 256, 0, stream>>>(a);
   return cudaGetLastError() == cudaSuccess ? KSEEK_OK : KSEEK_ERR_CUDA;
 }
+#endif
 
 #if KSEEK_FA3_MIXED_GATHER
 // Dense slots for n sequences: K [n, Sk, Hkv, D] then V (each 256-byte aligned).
