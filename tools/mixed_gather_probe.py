@@ -1,16 +1,18 @@
 """Run the serving rows s01-s07 once each through kernelseek.attention with the build named by
-KSEEK_ATTENTION_DEFINES and print, per row, the path taken and the error or the max |ours - fp32|
-(a quick probe of a new build variant, e.g. under compute-sanitizer; the GPU test is the real check)."""
+KSEEK_ATTENTION_DEFINES and print, per row, the path taken and whether the output is finite, or the
+error (a quick probe of a new build variant, e.g. under compute-sanitizer, as session 14 did for
+MIXED_GATHER; tests/gpu/test_variants_gpu.py checks the values against fp32)."""
+import re
 import sys
 import traceback
 
 import torch
 
+from kernelseek import attention_core as core
 from kernelseek import serving_grid as G
 
 
 def main(pattern: str = "s0[1-7]") -> int:
-    import re
     bad = 0
     for row in G.load_rows():
         if not re.match(pattern, row.name) or row.qv or row.attention_chunk:
@@ -19,7 +21,6 @@ def main(pattern: str = "s0[1-7]") -> int:
         try:
             o = G.ours(call)
             torch.cuda.synchronize()
-            from kernelseek import attention_core as core
             path = core.RECORD["paths"][-1] if core.RECORD["paths"] else "?"
             print(f"{row.name}: ok path={path} o={tuple(o.shape)} finite={bool(torch.isfinite(o).all())}", flush=True)
         except Exception as e:  # a probe: report and go on (a sticky CUDA error ends the process anyway)
