@@ -41,6 +41,11 @@ namespace fa3 {
 // instantiations this build can reach are compiled.
 template <typename T, int D, int DV, int BN>
 int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, const int32_t* ids) {
+#if KSEEK_FA3_PAGE_GATHER || KSEEK_FA3_MIXED_GATHER
+  // over a dense copy the last K/V tile reads up to BN - 1 rows past a sequence's end: the copy writes
+  // (zeros) only pg::kZeroTail of them (the fp8 prefill's tiles are 64 or 128 rows)
+  static_assert(BN <= pg::kZeroTail + 1, "a K/V tile wider than the page copy's zero tail");
+#endif
   Launch l;
   if (!prepare_launch<T, D, DV, BN>(p, rq, rk, ids, l)) return -1;  // not for the fast path
   constexpr int var = build::kVariant;
