@@ -13,8 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-test}
 OUT=${OUT:-/tmp/v14b_out}
-source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, device.txt
-left() { echo $(( ${TOTAL_S:-540} - ($(date +%s) - T0) )); }
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   test)

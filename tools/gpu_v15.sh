@@ -13,9 +13,7 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 mode=${1:-check}
 OUT=${OUT:-/tmp/v15_out}
-source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, device.txt
-left() { echo $(( ${TOTAL_S:-540} - ($(date +%s) - T0) )); }
-cap() { local l; l=$(left); [ "$1" -lt "$l" ] && echo "$1" || echo $(( l > 5 ? l - 5 : 1 )); }
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
 ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" ${EVDEF:+--define "$EVDEF"})
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in

@@ -93,15 +93,22 @@ def test_cli_prints_the_table_and_exits_0(case):
 V14_ADDED = r"^(void )?(gather_pages\(|splitkv_f8_kernel<|splitkv_kernel<__(half|nv_bfloat16), 192, 128>)"
 
 
-def test_v14_keeps_every_v13_kernel_unchanged():
-    """Making the variants defaults changed no kernel v13 measured: all 85 keep their SASS, and only the
-    6 kernels those variants compile are new (no build needed: the two references compared)."""
+def _compare_references(old: int, new: int):
+    """(old's kernels, the compare rows, {status: [keys]}) of kernels/fa3_hopper/sass_v{old}.json against
+    sass_v{new}.json: no build needed, the two references are compared."""
     ref = kb.REPO_KERNELS / "fa3_hopper"
-    v13, v14 = (json.loads((ref / f"sass_v{v}.json").read_text())["kernels"] for v in (13, 14))
-    rows = si.compare(v13, v14)
+    a, b = (json.loads((ref / f"sass_v{v}.json").read_text())["kernels"] for v in (old, new))
+    rows = si.compare(a, b)
     by = {}
     for row in rows:
         by.setdefault(row["status"], []).append(row["key"])
+    return a, rows, by
+
+
+def test_v14_keeps_every_v13_kernel_unchanged():
+    """Making the variants defaults changed no kernel v13 measured: all 85 keep their SASS, and only the
+    6 kernels those variants compile are new (no build needed: the two references compared)."""
+    v13, rows, by = _compare_references(13, 14)
     assert len(by.get("same", [])) == len(v13) == 85, si.table([r for r in rows if r["status"] != "same"])
     assert sorted(by) == ["only new", "same"]
     assert len(by["only new"]) == 6 and all(re.search(V14_ADDED, k) for k in by["only new"]), by["only new"]
@@ -111,12 +118,7 @@ def test_v15_changes_only_the_page_copy_and_the_paged_kernels():
     """v15 (session 14) rewrote gather_pages (16-row blocks instead of one CTA per page) and made
     MIXED_GATHER=1 the default: the 28 paged (PG) fwd_kernel instantiations read Args::kslot, and
     gather_listed and split_ids are new. v14's other 62 kernels keep their SASS; none was removed."""
-    ref = kb.REPO_KERNELS / "fa3_hopper"
-    v14, v15 = (json.loads((ref / f"sass_v{v}.json").read_text())["kernels"] for v in (14, 15))
-    rows = si.compare(v14, v15)
-    by = {}
-    for row in rows:
-        by.setdefault(row["status"], []).append(row["key"])
+    _, rows, by = _compare_references(14, 15)
     assert sorted(by) == ["differs", "only new", "same"] and len(by["same"]) == 62, si.table(
         [r for r in rows if r["status"] != "same"])
     pg = [k for k in by["differs"] if re.search(r"fwd_kernel<__\w+, \d+, \d+, \d+, 2, (true|false), true>", k)]
