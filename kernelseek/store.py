@@ -2,6 +2,7 @@
 
     runs/<id>/                     a Run: one evaluation (kernelseek.evaluate writes it)
       results.json                 {"meta": {...}, "rows": [{...}, ...], "summary": {...}}: the record
+      results.json.gz              instead of results.json in a committed run (data/runs): the same bytes gzipped
       results.parquet              the rows for pandas (a convenience copy; may be absent)
       meta.json                    the meta again, alone (written when the evaluation ends)
       build/                       log.txt, ptxas.json: the build of the evaluated kernel
@@ -27,6 +28,7 @@ deletes a run, and results.json is replaced atomically so a reader never sees ha
 """
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import time
@@ -37,6 +39,7 @@ from . import ledger
 
 # ---- file names: spelled here and nowhere else ------------------------------------------------
 RESULTS = "results.json"
+RESULTS_GZ = RESULTS + ".gz"        # the same document gzipped: committed runs (data/runs, tools/pack_runs.py)
 RESULTS_PARQUET = "results.parquet"
 META = "meta.json"
 BUILD = "build"
@@ -55,20 +58,23 @@ VERSIONS = "versions"
 EVALS = "evals"
 LOCK = "lock"
 TOOL_OUTPUTS = ".kseek/outputs"     # in the workspace: full text of tool outputs the model saw cut
-FILE_NAMES = (RESULTS, RESULTS_PARQUET, META, BUILD, WORKER_LOG, BASELINE_WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
+FILE_NAMES = (RESULTS, RESULTS_GZ, RESULTS_PARQUET, META, BUILD, WORKER_LOG, BASELINE_WORKER_LOG, NOTEBOOKS, CONFIG, GOAL, TRACE, INBOX,
               WORKSPACE, VERSIONS, EVALS, LOCK)
 
 
 # ---- runs -------------------------------------------------------------------------------------
 def results_file(path: str | Path) -> Path:
-    """The results.json of a run directory; a path to a file is returned as given."""
+    """The results file of a run directory: results.json, or results.json.gz when only that one is
+    there (a committed run; a plain file written beside it wins). A path to a file is returned as given."""
     p = Path(path)
-    return p / RESULTS if p.is_dir() else p
+    if not p.is_dir():
+        return p
+    return p / RESULTS_GZ if not (p / RESULTS).is_file() and (p / RESULTS_GZ).is_file() else p / RESULTS
 
 
 def is_run(path: str | Path) -> bool:
-    """Whether `path` is a run directory with its results written."""
-    return (Path(path) / RESULTS).is_file()
+    """Whether `path` is a run directory with its results written (plain or gzipped)."""
+    return (Path(path) / RESULTS).is_file() or (Path(path) / RESULTS_GZ).is_file()
 
 
 def new_run_dir(root: str | Path = "runs", tag: str = "") -> Path:
@@ -87,9 +93,9 @@ def new_run_dir(root: str | Path = "runs", tag: str = "") -> Path:
 
 
 def list_runs(root: str | Path) -> list[Path]:
-    """Run directories directly under `root` (those with a results.json), by name."""
+    """Run directories directly under `root` (those with a results.json or results.json.gz), by name."""
     root = Path(root)
-    return sorted(p.parent for p in root.glob(f"*/{RESULTS}")) if root.is_dir() else []
+    return sorted({p.parent for n in (RESULTS, RESULTS_GZ) for p in root.glob(f"*/{n}")}) if root.is_dir() else []
 
 
 def _jsonable(x):
@@ -111,9 +117,12 @@ def write_results(run_dir: str | Path, meta: dict, rows: list[dict], summary: di
 
 def _read_json(p: Path, what: str):
     try:
-        return json.loads(p.read_text(encoding="utf-8"))
+        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        return json.loads(raw.decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(f"{p}: no {what}") from None
+    except (gzip.BadGzipFile, EOFError) as e:
+        raise ValueError(f"{p}: not a readable gzip file ({e})") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): not a {what}") from None
     except json.JSONDecodeError as e:
@@ -145,6 +154,23 @@ def read_meta(path: str | Path) -> dict:
     if not isinstance(meta, dict):
         raise ValueError(f"{p}: field 'meta' must be an object")
     return meta
+
+
+def pack_results(run_dir: str | Path) -> Path:
+    """Replace a run's results.json by results.json.gz holding the same bytes (gzip level 9, no name or
+    time in the header, so packing twice gives the same file), for committing runs: the tracked tree
+    travels to the GPU machine with every call. The plain file is removed only after the packed one
+    reads back equal. -> the packed file."""
+    src, dst = Path(run_dir) / RESULTS, Path(run_dir) / RESULTS_GZ
+    raw = src.read_bytes()
+    tmp = dst.with_name(dst.name + ".tmp")
+    tmp.write_bytes(gzip.compress(raw, compresslevel=9, mtime=0))
+    if gzip.decompress(tmp.read_bytes()) != raw:
+        tmp.unlink()
+        raise RuntimeError(f"{tmp}: the packed file does not read back as {src}")
+    os.replace(tmp, dst)
+    src.unlink()
+    return dst
 
 
 def peers_file(run_dir: str | Path) -> Path:
@@ -179,7 +205,7 @@ class Run:
     def __post_init__(self):
         self.path = Path(self.path)
 
-    results_file = property(lambda s: s.path / RESULTS)
+    results_file = property(lambda s: results_file(s.path) if s.path.is_dir() else s.path / RESULTS)
     parquet_file = property(lambda s: s.path / RESULTS_PARQUET)
     meta_file = property(lambda s: s.path / META)
     build_dir = property(lambda s: s.path / BUILD)

@@ -16,17 +16,18 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from kernelseek import results as R  # noqa: E402
+from kernelseek import store  # noqa: E402
 
 
 def _runs(root: Path) -> list[tuple[Path, list, dict]]:
     out = []
-    for d in sorted(root.rglob("results.json")):
+    for d in sorted({f.parent for n in (store.RESULTS, store.RESULTS_GZ) for f in root.rglob(n)}):
         try:
-            rows, meta = R.load(d.parent)
+            rows, meta = R.load(d)
         except Exception as e:                      # one unreadable run is named, the rest still count
-            print(f"skipped {d.parent}: {type(e).__name__}: {e}", file=sys.stderr)
+            print(f"skipped {d}: {type(e).__name__}: {e}", file=sys.stderr)
             continue
-        out.append((d.parent, rows, meta))
+        out.append((d, rows, meta))
     return out
 
 

@@ -34,6 +34,10 @@
 # time well beyond its three calls, so leave it out when time is short (its numbers are in ../shared/reference).
 # Session 11's full staging on a fresh machine (FA3, FlashInfer with its 6 prebuilt modules, FA4): 7 calls,
 # about 2.5 minutes including the machine's start; then `fa4c fiwarm bench` in one call.
+# Session 15: the tracked tree was 24 MB, so .fi-a + .fa3 passed 64 MiB: stage1 carried .whl .fi-a .kseek-cache,
+# stage2 .whl .fi-b .fa3 (FI_BUILD_S=1), stage2 .whl .fi-c (FI_BUILD_S=30); 6 calls to FA4 ready, 2 min 5 s.
+# Since then committed runs are gzipped (tools/pack_runs.py) and the tree is ~12 MB: stage1 can carry
+# .whl .fa3 .fi-a .kseek-cache (~61 MB) and one stage2 .whl .fi-b .fi-c (~59 MB) -- arithmetic, not yet run.
 # Session 12: with GRAPH_ROUNDS=4 a bench26 run takes 420-490 s (the rounds ~170 s of it), so `fa4c fiwarm
 # bench` fills a 600 s call; production against best with FA4, 220 s. The 30 minutes of a session hold the
 # staging, the bench pair and production, and little else.

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from kernelseek import results as R
+from kernelseek import store
 from kernelseek.mainjob import committed_runs, replay_choice
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,7 +113,7 @@ def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
     for name, ksha in (("old", sha), ("new", "0" * 64)):
         d = tmp_path / "runs" / name
         shutil.copytree(src, d)
-        res = json.loads((d / "results.json").read_text())
+        res = store.read_results(d)          # (a committed run: results.json.gz)
         res["meta"].update(kernel="kernels/k.cu", kernel_sha256=ksha)
         (d / "results.json").write_text(json.dumps(res))
         runs.append(d)
@@ -124,7 +125,7 @@ def test_replay_prefers_the_last_run_of_the_kernel_as_checked_out(tmp_path):
     other = tmp_path / "runs" / "other"
     shutil.copytree(src, other)
     (tmp_path / "kernels" / "o.cu").write_text("// another kernel, unchanged\n")
-    res = json.loads((other / "results.json").read_text())
+    res = store.read_results(other)
     res["meta"].update(kernel="kernels/o.cu",
                        kernel_sha256=hashlib.sha256((tmp_path / "kernels" / "o.cu").read_bytes()).hexdigest())
     (other / "results.json").write_text(json.dumps(res))
@@ -148,7 +149,7 @@ def test_replay_finds_the_folder_a_file_became_and_passes_over_variants(tmp_path
                                         ("variant", "kernels/k", sha, {"K_TILE": "64"})):
         d = tmp_path / "runs" / name
         shutil.copytree(src, d)
-        res = json.loads((d / "results.json").read_text())
+        res = store.read_results(d)          # (a committed run: results.json.gz)
         res["meta"].update(kernel=kernel, kernel_sha256=ksha, build_defines=defines)
         (d / "results.json").write_text(json.dumps(res))
         runs.append(d)

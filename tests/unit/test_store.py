@@ -49,6 +49,29 @@ def test_results_save_and_load_go_through_the_store(tmp_path):
     assert store.new_run_dir(tmp_path, "x") != d                  # never reuses a folder
 
 
+def test_a_packed_run_reads_as_the_plain_one_and_a_new_plain_file_wins(tmp_path):
+    """Committed runs keep results.json.gz (tools/pack_runs.py): every reader through the store sees the
+    same document; packing is deterministic; a results.json written beside it later is what is read;
+    a broken gzip file is named."""
+    d = _run(tmp_path, "r1", meta={"kernel": "k.cu", "seed": 3})
+    plain = (d / "results.json").read_bytes()
+    before = store.read_results(d)
+    gz = store.pack_results(d)
+    assert gz == d / "results.json.gz" and not (d / "results.json").exists()
+    assert store.results_file(d) == gz and store.is_run(d) and store.list_runs(tmp_path) == [d]
+    assert store.read_results(d) == before and store.read_meta(d) == {"kernel": "k.cu", "seed": 3}
+    assert store.Run.load(d).results_file == gz and results.load(d)[1]["seed"] == 3
+    first = gz.read_bytes()
+    (d / "results.json").write_bytes(plain)
+    assert store.pack_results(d).read_bytes() == first               # same bytes: no name, no time inside
+    store.Run(d, {"kernel": "k.cu", "seed": 4}, before["rows"], before["summary"]).save()
+    assert store.results_file(d) == d / "results.json" and store.read_meta(d)["seed"] == 4
+    (d / "results.json").unlink()
+    gz.write_bytes(first[: len(first) // 2])
+    with pytest.raises(ValueError, match="results.json.gz: not a readable gzip file"):
+        store.read_results(d)
+
+
 @pytest.mark.parametrize("text, field", [
     ("{not json", "not valid JSON"),
     ('{"meta": {}}', "field 'rows' missing"),

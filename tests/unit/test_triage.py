@@ -5,7 +5,7 @@ from pathlib import Path
 
 import pytest
 
-from kernelseek import ledger, results, triage
+from kernelseek import ledger, results, store, triage
 from kernelseek.cli import main
 from kernelseek.results import Row
 
@@ -354,7 +354,7 @@ def test_history_joins_the_file_and_its_folder_and_leaves_define_variants_out(tm
     def copy(src, name, **meta):
         d = tmp_path / name
         shutil.copytree(src, d)
-        doc = json.loads((d / "results.json").read_text())
+        doc = store.read_results(d)          # (a committed run: results.json.gz)
         doc["meta"].update(meta)
         (d / "results.json").write_text(json.dumps(doc))
         return d
