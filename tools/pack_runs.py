@@ -5,7 +5,6 @@ Every reader goes through kernelseek.store, which reads results.json.gz where re
     python tools/pack_runs.py [RUNS_DIR]        (default data/runs; prints the bytes before and after)
 """
 import sys
-from pathlib import Path
 
 from kernelseek import store
 
