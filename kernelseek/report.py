@@ -69,7 +69,7 @@ def render(run, out_dir=None, compare=None, ceilings=None, notebooks=REPORT_NOTE
             run, compare = evs[-2], evs[-1]
         else:
             run = evs[-1]
-    if not store.is_run(run) and not (run.is_file() and run.suffix == ".json"):
+    if not store.is_run(run) and not (run.is_file() and (run.suffix == ".json" or run.name == store.RESULTS_GZ)):
         raise FileNotFoundError(f"{run}: no results.json (not a run directory)")
     out_dir = out_dir.resolve()
     params = {"run": str(run), "compare": str(Path(compare).resolve()) if compare else None}

@@ -32,6 +32,7 @@ import gzip
 import json
 import os
 import time
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -40,6 +41,7 @@ from . import ledger
 # ---- file names: spelled here and nowhere else ------------------------------------------------
 RESULTS = "results.json"
 RESULTS_GZ = RESULTS + ".gz"        # the same document gzipped: committed runs (data/runs, tools/pack_runs.py)
+MAX_UNPACKED = 1 << 30              # bytes a results.json.gz may unpack to (the largest run: ~0.4 MB)
 RESULTS_PARQUET = "results.parquet"
 META = "meta.json"
 BUILD = "build"
@@ -68,13 +70,16 @@ def results_file(path: str | Path) -> Path:
     there (a committed run; a plain file written beside it wins). A path to a file is returned as given."""
     p = Path(path)
     if not p.is_dir():
-        return p
+        packed = p.with_name(RESULTS_GZ)
+        return packed if p.name == RESULTS and not p.is_file() and packed.is_file() else p
     return p / RESULTS_GZ if not (p / RESULTS).is_file() and (p / RESULTS_GZ).is_file() else p / RESULTS
 
 
-def is_run(path: str | Path) -> bool:
-    """Whether `path` is a run directory with its results written (plain or gzipped)."""
-    return (Path(path) / RESULTS).is_file() or (Path(path) / RESULTS_GZ).is_file()
+def is_run(path: str | Path, packed: bool = True) -> bool:
+    """Whether `path` is a run directory with its results written (plain, or gzipped when `packed`).
+    A campaign's evaluations are never packed: its readers pass packed=False, so a results.json.gz
+    that is not the harness's never counts there."""
+    return (Path(path) / RESULTS).is_file() or (packed and (Path(path) / RESULTS_GZ).is_file())
 
 
 def new_run_dir(root: str | Path = "runs", tag: str = "") -> Path:
@@ -117,11 +122,17 @@ def write_results(run_dir: str | Path, meta: dict, rows: list[dict], summary: di
 
 def _read_json(p: Path, what: str):
     try:
-        raw = gzip.decompress(p.read_bytes()) if p.name.endswith(".gz") else p.read_bytes()
+        if p.name.endswith(".gz"):
+            with gzip.open(p, "rb") as f:
+                raw = f.read(MAX_UNPACKED + 1)
+            if len(raw) > MAX_UNPACKED:
+                raise ValueError(f"{p}: unpacks to more than {MAX_UNPACKED >> 20} MiB: not a {what}")
+        else:
+            raw = p.read_bytes()
         return json.loads(raw.decode("utf-8"))
     except (FileNotFoundError, NotADirectoryError):
         raise FileNotFoundError(f"{p}: no {what}") from None
-    except (gzip.BadGzipFile, EOFError) as e:
+    except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise ValueError(f"{p}: not a readable gzip file ({e})") from None
     except UnicodeDecodeError as e:
         raise ValueError(f"{p}: not UTF-8 text (byte {e.start}): not a {what}") from None
@@ -246,7 +257,7 @@ def numbered_runs(folder: str | Path) -> list[Path]:
     yet and nothing to judge.
     """
     folder = Path(folder)
-    ds = [d for d in folder.iterdir() if d.name.isdigit() and is_run(d)] if folder.is_dir() else []
+    ds = [d for d in folder.iterdir() if d.name.isdigit() and is_run(d, packed=False)] if folder.is_dir() else []
     return sorted(ds, key=lambda d: int(d.name))
 
 
@@ -353,9 +364,11 @@ def find_results(path: str | Path) -> Path:
     """results.json of a run dir, a results.json path, or a campaign's latest evaluation recorded in
     its ledger (ledger.ForgedResults, a ValueError, when a recorded results file was changed)."""
     p = Path(path)
-    if p.is_file() or is_run(p):
+    if not p.is_dir() and results_file(p).is_file():            # a file, or a results.json packed beside
         return results_file(p)
     c = Campaign(p)
+    if is_run(p, packed=not c.evals.is_dir()):                     # (a campaign's own folder: its ledger)
+        return results_file(p)
     if c.evals.is_dir():        # the newest evaluation in the ledger; ForgedResults if one was changed
         return ledger.latest(c.ledger(), p) / RESULTS
     if not p.exists():

@@ -5,16 +5,15 @@ Every reader goes through kernelseek.store, which reads results.json.gz where re
     python tools/pack_runs.py [RUNS_DIR]        (default data/runs; prints the bytes before and after)
 """
 import sys
+from pathlib import Path
 
 from kernelseek import store
 
 
 def main(root: str = "data/runs") -> int:
     before = after = n = 0
-    for run in store.list_runs(root):
-        plain = run / store.RESULTS
-        if not plain.is_file():
-            continue                        # packed already
+    for plain in sorted(Path(root).rglob(store.RESULTS)):   # nested runs too (data/runs/<ab>/<exp>/<run>/)
+        run = plain.parent
         before += plain.stat().st_size
         after += store.pack_results(run).stat().st_size
         n += 1

@@ -24,7 +24,7 @@ from pathlib import Path
 from .. import ledger
 from .. import results as R
 from ..goal import judge_run, load_goal, sha256_file
-from ..store import is_run, read_meta, results_file
+from ..store import RESULTS, is_run, read_meta
 from .config import Config, Paths
 from .context import bound_output
 from .sandbox import Sandbox, SandboxError, scrubbed_environ
@@ -242,7 +242,7 @@ class Toolbox:
         full = not check_only and (scenarios is None or scenarios == self.cfg.scenarios)
         verdict = judge_run(dest, self.goal, kernel=self.kernel) if full else None
         rec = EvalRecord(n, dest, sha, rows, meta, scenarios is not None, check_only,
-                         time.monotonic() - t0, verdict, ledger.digest(results_file(dest)))
+                         time.monotonic() - t0, verdict, ledger.digest(Path(dest) / RESULTS))   # (evals are never packed)
         self.last_eval = rec
         return rec
 
@@ -298,7 +298,7 @@ def restore(root, ref: str, kernel_name: str | None = None) -> Path:
     over the workspace as it was laid out there."""
     from .config import load
     cfg, paths = load(root)
-    if ref.isdigit() and is_run(paths.eval_dir(ref)):
+    if ref.isdigit() and is_run(paths.eval_dir(ref), packed=False):
         sha = read_meta(paths.eval_dir(ref))["kernel_sha256"]
     else:
         hits = paths.version_hashes(ref)

@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from . import UserError, about, user_input
-from .. import mainjob, results
+from .. import mainjob, results, store
 
 
 def register(subparsers) -> None:
@@ -19,7 +19,7 @@ def register(subparsers) -> None:
 
 def run(args) -> int:
     path = Path(args.run)
-    run_dir = path.parent if path.suffix == ".json" else path
+    run_dir = path.parent if path.suffix == ".json" or path.name == store.RESULTS_GZ else path
     if not path.exists():
         raise UserError(f"{path}: no such run directory (committed H200 runs are under data/runs/)")
     with user_input(path):

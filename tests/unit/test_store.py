@@ -66,10 +66,30 @@ def test_a_packed_run_reads_as_the_plain_one_and_a_new_plain_file_wins(tmp_path)
     assert store.pack_results(d).read_bytes() == first               # same bytes: no name, no time inside
     store.Run(d, {"kernel": "k.cu", "seed": 4}, before["rows"], before["summary"]).save()
     assert store.results_file(d) == d / "results.json" and store.read_meta(d)["seed"] == 4
+    assert store.list_runs(tmp_path) == [d]                         # both files: one run
     (d / "results.json").unlink()
-    gz.write_bytes(first[: len(first) // 2])
-    with pytest.raises(ValueError, match="results.json.gz: not a readable gzip file"):
-        store.read_results(d)
+    assert store.results_file(d / "results.json") == gz              # the path a user types still reads
+    assert store.find_results(d / "results.json") == gz
+    import gzip
+    bad_deflate = gzip.compress(b"{}" * 1000, mtime=0)
+    mid = len(bad_deflate) // 2
+    for broken in (first[: len(first) // 2],                                        # truncated: EOFError
+                   bad_deflate[:mid] + bytes([bad_deflate[mid] ^ 0xFF]) + bad_deflate[mid + 1:]):   # zlib.error
+        gz.write_bytes(broken)
+        with pytest.raises(ValueError, match="results.json.gz: not a readable gzip file"):
+            store.read_results(d)
+
+
+def test_a_packed_file_never_counts_as_a_campaign_evaluation(tmp_path):
+    """The harness writes a campaign's evaluations plain; a results.json.gz in evals/<n>/ (or in the
+    campaign's folder) is not the harness's and is not taken for an evaluation or a run there."""
+    camp = tmp_path / "camp"
+    _run(camp / "evals", "0")
+    planted = _run(camp / "evals", "1")
+    store.pack_results(planted)
+    assert store.numbered_runs(camp / "evals") == [camp / "evals" / "0"]
+    (camp / "results.json.gz").write_bytes((planted / "results.json.gz").read_bytes())
+    assert not store.is_run(camp, packed=False) and store.is_run(camp)
 
 
 @pytest.mark.parametrize("text, field", [

@@ -21,7 +21,7 @@ PKG = paths.PACKAGE
 OWNERS = {"store.py"}                       # may spell the folder names
 ROOT_FINDER = "paths.py"                    # may read __file__
 
-FILES = {store.RESULTS, store.RESULTS_PARQUET, store.META, store.CONFIG, store.GOAL, store.TRACE, store.INBOX,
+FILES = {store.RESULTS, store.RESULTS_GZ, store.RESULTS_PARQUET, store.META, store.CONFIG, store.GOAL, store.TRACE, store.INBOX,
          store.WORKER_LOG}
 DIRS = {store.EVALS, store.VERSIONS, store.BUILD, store.WORKSPACE, store.NOTEBOOKS}
 # build.py's content-addressed cache (~/.cache/kernelseek/build/<key>/meta.json) is the build's own
