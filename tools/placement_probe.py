@@ -14,40 +14,23 @@ the time, and the harness should average over more input sets on such rows.
 
     python tools/placement_probe.py [ROW ...]        (bench26 rows; default 20 23 24)
 """
-import statistics
 import sys
 
 import torch
 
 from kernelseek import attention
+from kernelseek import graph_timing as GT
 from kernelseek.inputs import make_inputs
 from kernelseek.scenarios import load_grid
+from kernelseek.serving_bench import FlushHooks
 
 REPLAYS = 30
 ALLOCS = 5
 
 
-def _graph_median(call, flush) -> float:
-    """Median ms over REPLAYS replays of one captured call, the L2 flushed before each."""
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        call()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=side):
-        call()
-    xs = []
-    for _ in range(REPLAYS):
-        flush.zero_()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        xs.append(a.elapsed_time(b))
-    return statistics.median(xs)
+def _graph_median(call, hooks) -> float:
+    """Median ms over REPLAYS replays of one captured call, the L2 flushed before each (graph_timing)."""
+    return GT.time_graph(lambda stream: (lambda i: call()), 1, hooks, "probe", REPLAYS)[0]
 
 
 def _call(s, seed: int):
@@ -69,7 +52,7 @@ def _spread(xs: list[float]) -> str:
 
 def main(rows: list[int]) -> None:
     grid = {s.row: s for s in load_grid("bench26")}
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")      # 256 MB > 60 MB of L2
+    hooks = FlushHooks(torch.device("cuda"))                               # the L2 flushed before each replay
     print(f"{torch.cuda.get_device_name()}, {REPLAYS} replays per allocation, {ALLOCS} allocations kept alive")
     for r in rows:
         s = grid[r]
@@ -77,15 +60,15 @@ def main(rows: list[int]) -> None:
         for i in range(ALLOCS):
             inp, call = _call(s, 1)
             keep.append(inp)
-            same.append(_graph_median(call, flush))
+            same.append(_graph_median(call, hooks))
         inp, call = _call(s, 1)                                 # another allocation: the drift check below
         keep.append(inp)
-        first = _graph_median(call, flush)
+        first = _graph_median(call, hooks)
         for i in range(ALLOCS):
             inp, call = _call(s, 100 + i)
             keep.append(inp)
-            new.append(_graph_median(call, flush))
-        again = [_graph_median(call, flush) for _ in range(3)]  # the last allocation, re-timed 3 times
+            new.append(_graph_median(call, hooks))
+        again = [_graph_median(call, hooks) for _ in range(3)]  # the last allocation, re-timed 3 times
         print(f"row {r} {s.name}:")
         print(f"  same seed, new memory:  {' '.join(f'{x:.4f}' for x in same)}  ({_spread(same)})")
         print(f"  new seed, new memory:   {' '.join(f'{x:.4f}' for x in new)}  ({_spread(new)})")

@@ -3,7 +3,8 @@
 s01 runs at 0.82x of FA3 in graph replay (session 14) and its step is six launches (list, decode and
 its combine, split, page copy, prefill over the slots, an in-place prefill over the rest). Before
 changing any of them, this measures them: each implementation's step is captured in a CUDA graph
-once, replayed REPLAYS times with the L2 flushed before each replay, under torch's profiler; per
+once (graph_timing.GraphTimer), replayed REPLAYS times with the L2 flushed before each replay
+(serving_bench.FlushHooks), under torch's profiler; per
 kernel name, the launches per step and the mean device time per step (us), then the step's graph
 time (events, median) and the gap (graph time minus the kernels' sum: launch latency and idle time
 between dependent kernels inside the graph).
@@ -18,37 +19,12 @@ from collections import defaultdict
 import torch
 from torch.profiler import ProfilerActivity, profile
 
+from kernelseek import graph_timing as GT
 from kernelseek import serving_grid as G
 from kernelseek import serving_peers as P
+from kernelseek.serving_bench import FlushHooks
 
 REPLAYS = 20
-
-
-def _graph(fn):
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
-    with torch.cuda.stream(side):
-        fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g, stream=side):
-        fn()
-    torch.cuda.synchronize()
-    return g
-
-
-def _replay_ms(g, flush) -> float:
-    xs = []
-    for _ in range(REPLAYS):
-        flush.bitwise_not_()
-        torch.cuda.synchronize()
-        a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        a.record()
-        g.replay()
-        b.record()
-        b.synchronize()
-        xs.append(a.elapsed_time(b))
-    return statistics.median(xs)
 
 
 def _profiled(work) -> tuple[dict, dict]:
@@ -64,18 +40,18 @@ def _profiled(work) -> tuple[dict, dict]:
     return n, us
 
 
-def kernels(g, flush) -> dict[str, tuple[float, float]]:
+def kernels(g, hooks) -> dict[str, tuple[float, float]]:
     """{kernel name: (launches per step, device us per step)} over REPLAYS profiled replays. The flush
     before each replay is profiled alone first, and exactly its launches and time are taken out (a
     step kernel of the same name as the flush's stays counted)."""
     def flushes():
         for _ in range(REPLAYS):
-            flush.bitwise_not_()
+            hooks.before_batch("flush", [0])
     fn, fus = _profiled(flushes)
 
     def steps():
         for _ in range(REPLAYS):
-            flush.bitwise_not_()
+            hooks.before_batch("flush", [0])
             g.replay()
     n, us = _profiled(steps)
     for k in fn:
@@ -84,10 +60,10 @@ def kernels(g, flush) -> dict[str, tuple[float, float]]:
     return {k: (n[k] / REPLAYS, max(us[k], 0.0) / REPLAYS) for k in n if n[k] > 0}
 
 
-def report(name: str, fn, flush) -> None:
-    g = _graph(fn)
-    ms = _replay_ms(g, flush)
-    ks = kernels(g, flush)
+def report(name: str, fn, hooks) -> None:
+    t = GT.GraphTimer(lambda stream: (lambda i: fn()), 1, hooks, name)    # one step per graph, L2 flushed
+    ms = statistics.median(t.replays(REPLAYS))
+    ks = kernels(t.graph, hooks)
     total = sum(u for _, u in ks.values())
     print(f"  {name}: graph {ms * 1e3:.1f} us per step, kernels {total:.1f} us, gap {ms * 1e3 - total:.1f} us "
           f"({sum(c for c, _ in ks.values()):.0f} launches)")
@@ -99,18 +75,18 @@ def main(pattern: str = "^s01") -> int:
     init = getattr(getattr(torch.profiler, "_utils", None), "_init_for_cuda_graphs", None)
     if init is not None:
         init()                  # the profiler must be set up before graphs are captured (pytorch #75504)
-    flush = torch.empty(256 << 20, dtype=torch.uint8, device="cuda")        # 256 MB > the 60 MB L2
+    hooks = FlushHooks(torch.device("cuda"))              # the serving benchmark's L2 flush between replays
     for row in G.load_rows():
         if not re.search(pattern, row.name):
             continue
         call = G.make_call(row, device="cuda", seed=5)
         print(f"{row.name}:")
-        report("ours", lambda: G.ours(call), flush)
+        report("ours", lambda: G.ours(call), hooks)
         peer = P.fa3(call)
         if peer.fn is None:
             print(f"  fa3: not run: {peer.why}")
         else:
-            report(f"fa3 ({peer.how})", peer.fn, flush)
+            report(f"fa3 ({peer.how})", peer.fn, hooks)
     return 0
 
 
