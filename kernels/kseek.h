@@ -34,6 +34,10 @@
 //       j' >= i + Sk_b - Sq_b - window_left   (when window_left  >= 0)
 //       j' <= i + Sk_b - Sq_b + window_right  (when window_right >= 0)
 //     causal=1 is window_right = 0 (window_left as given, -1 = unbounded).
+//   * attention_chunk C > 0 (chunked local attention, as in Llama 4; FlashAttention-3's
+//     attention_chunk): with p = i + Sk_b - Sq_b, key j' is visible only if also
+//       floor(p / C) == floor(j' / C)   (floor division: a query at p < 0 sees no key)
+//     combined with the window and causal rules above. 0 = off.
 //   * score = scale * q.k; with softcap > 0: score = softcap * tanh(score / softcap).
 //   * sinks (one logit per query head, not scaled) join the softmax denominator only:
 //       o = sum_j exp(s_j - m) v_j / (exp(sink - m) + sum_j exp(s_j - m)),
@@ -47,7 +51,7 @@
 #include <stdint.h>
 #include <cuda_runtime.h>
 
-#define KSEEK_ABI_VERSION 2  // 2: total_q, total_k appended
+#define KSEEK_ABI_VERSION 3  // 2: total_q, total_k appended; 3: attention_chunk appended
 
 enum kseek_dtype { KSEEK_BF16 = 0, KSEEK_FP16 = 1, KSEEK_FP8_E4M3 = 2 };
 
@@ -115,6 +119,11 @@ typedef struct kseek_params {
   // cu_seqlens[B] back to the host, which would block the call until the stream drains.
   int64_t total_q;
   int64_t total_k;
+
+  // ABI 3: chunked local attention (see Semantics); 0 = off. A kernel that does not implement it
+  // returns KSEEK_ERR_UNSUPPORTED when it is > 0, and KSEEK_ERR_INVALID when it is < 0.
+  int32_t attention_chunk;
+  int32_t _pad2;
 } kseek_params;
 
 #ifdef __cplusplus

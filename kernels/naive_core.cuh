@@ -23,6 +23,12 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162f
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 
+// attention_chunk C (kseek.h): the first key position of the chunk holding position p, by floor
+// division (p < 0 lies in a chunk before every key). The chunk's keys are [start, start + C - 1].
+__host__ __device__ __forceinline__ int64_t chunk_start(int64_t p, int c) {
+  return (p >= 0 ? p / c : -((-p + c - 1) / c)) * c;
+}
+
 __device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
 __device__ __forceinline__ void store(__half* p, float x) { *p = __float2half_rn(x); }
 
@@ -136,6 +142,11 @@ __device__ __forceinline__ void fwd_row(const kseek_params& p, bool vec) {
   int64_t lo64 = 0, hi64 = (int64_t)sk - 1;
   if (wl >= 0) lo64 = max(lo64, diag - wl);
   if (wr >= 0) hi64 = min(hi64, diag + wr);
+  if (p.attention_chunk > 0) {  // chunked local attention: the query's own chunk only
+    const int64_t c0 = chunk_start(diag, p.attention_chunk);
+    lo64 = max(lo64, c0);
+    hi64 = min(hi64, c0 + p.attention_chunk - 1);
+  }
   const int lo = (int)lo64;
   const int hi = (int)max(hi64, lo64 - 1);  // hi < lo: no visible key
 
@@ -299,6 +310,7 @@ inline int check_params(const kseek_params* p) {
   if (bad_dim(p->head_dim, kMaxDimWide) || bad_dim(p->head_dim_v, kMaxDimVWide)) return KSEEK_ERR_INVALID;
   if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
   if (p->page_table && (p->page_size <= 0 || p->page_table_stride <= 0)) return KSEEK_ERR_INVALID;
+  if (p->attention_chunk < 0) return KSEEK_ERR_INVALID;
   if (p->heads_q > 65535 || p->batch > 65535) return KSEEK_ERR_UNSUPPORTED;  // grid y/z limits
   return KSEEK_OK;
 }

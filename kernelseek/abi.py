@@ -23,7 +23,7 @@ from ctypes import c_float, c_int32, c_int64, c_size_t, c_void_p
 from pathlib import Path
 from typing import Any
 
-ABI_VERSION = 2
+ABI_VERSION = 3                                    # 3: attention_chunk appended
 BF16, FP16, FP8_E4M3 = 0, 1, 2                     # enum kseek_dtype
 STATUS = {0: "ok", 1: "unsupported", 2: "invalid", 3: "cuda error", 4: "workspace too small", 5: "abi mismatch"}
 OK, ERR_UNSUPPORTED = 0, 1
@@ -72,6 +72,7 @@ class KseekParams(ctypes.Structure):
         ("descale_batch_stride", c_int64),
         ("num_splits", c_int32), ("_pad", c_int32), ("workspace", c_void_p), ("workspace_bytes", c_size_t),
         ("total_q", c_int64), ("total_k", c_int64),
+        ("attention_chunk", c_int32), ("_pad2", c_int32),
     ]
 
     def to_dict(self) -> dict[str, Any]:
@@ -228,6 +229,7 @@ def make_params(s, inp, o, lse, workspace=None) -> KseekParams:
         raise ValueError(f"q/k/v descales have different batch strides {sorted(ds)}")
     p.descale_batch_stride = ds.pop() if ds else 0
     p.num_splits = s.num_splits
+    p.attention_chunk = int(getattr(s, "attention_chunk", 0) or 0)   # ABI 3; 0 = off
     if workspace is not None:
         set_workspace(p, workspace)
     return p

@@ -55,6 +55,7 @@ class _Call:
     softcap: float
     softmax_scale: float
     num_splits: int
+    attention_chunk: int = 0           # ABI 3: chunked local attention, 0 = off
     name: str = "flash_attn call"
 
     def q_lens(self):
@@ -94,6 +95,7 @@ class Core:
     sinks: object = None
     descales: tuple = (None, None, None)
     num_splits: int = 0
+    chunk: int = 0                     # attention_chunk (kseek.h ABI 3), 0 = off
     extra: dict = field(default_factory=dict)
 
 
@@ -163,7 +165,7 @@ def _run_reference(c: Core):
     o, lse = attention_ref(c.q, c.k, c.v, cu_seqlens_q=c.cu_seqlens_q, cu_seqlens_k=c.cu_seqlens_k,
                            seqused_k=c.seqused_k, leftpad_k=c.leftpad_k, page_table=c.page_table,
                            softmax_scale=c.scale, causal=c.causal, window_size=c.window, softcap=c.softcap,
-                           s_aux=c.sinks, q_descale=qd, k_descale=kd, v_descale=vd)
+                           s_aux=c.sinks, q_descale=qd, k_descale=kd, v_descale=vd, attention_chunk=c.chunk)
     RECORD["paths"].append("reference")
     PATH_COUNTS["reference"] += 1
     return o.to(out_dtype(c.q)), lse.float()
@@ -193,7 +195,7 @@ def _run_kernel(c: Core):
                  sinks=_as(c.sinks, dev, f32), q_descale=qd, k_descale=kd, v_descale=vd, out_dtype=out_dtype(c.q))
     call = _Call(c.batch, c.q.shape[-2], c.k.shape[-2], c.q.shape[-1], c.v.shape[-1], int(c.max_q), int(c.max_k),
                  bool(c.causal), tuple(int(w) for w in c.window), float(c.softcap or 0.0), float(c.scale),
-                 int(c.num_splits or 0))
+                 int(c.num_splits or 0), int(c.chunk or 0))
     o, lse = _alloc(c)
     lib = _lib()
     try:

@@ -4,13 +4,8 @@ The kernel's ABI has dense, varlen (packed) and paged layouts, seqused_k, leftpa
 rest; FA3's interface has more. `solve(Problem)` maps each extra onto the ABI without changing a
 single score or weight (so the fast paths run them):
 
-* attention_chunk C: a query at key position p sees keys [floor(p/C) C, floor(p/C) C + C) only, so
-  each (sequence, chunk) becomes its own varlen segment: the chunk's queries and keys, bottom-right
-  aligned inside the segment exactly as in the whole sequence (the segment's last query is the
-  chunk's last key position). Queries at p < 0 form a segment with no keys (O = 0, lse = -inf).
-  Windows and causal carry over unchanged (they are relative to the diagonal). Descales are
-  expanded per segment. Over a paged cache the kernel reads in place, with C a multiple of the page
-  size, each segment gets its own slice of the page table instead (`_paged_chunks`: no key copied).
+* attention_chunk C: passed to the kernel (kseek.h ABI 3: a query at key position p sees keys
+  [floor(p/C) C, floor(p/C) C + C) only), on whatever route the call takes, like a window.
 * seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
   varlen, and scattered back; unused rows get O = 0, lse = -inf.
 * dense queries over a paged cache, in a shape the decode path or the prefill (16-bit or fp8) takes:
@@ -34,7 +29,6 @@ Nothing here reads a device value back to the host (no sync); lengths the host n
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, replace
 
 import torch
@@ -145,7 +139,7 @@ def _solve_dims(p: Problem):
 
 # ---- layouts ------------------------------------------------------------------------------------
 def _solve_layout(p: Problem):
-    if p.chunk <= 0 and p.seqused_q is None:
+    if p.seqused_q is None:
         if p.cu_q is None and p.kv == "dense" and p.batch_idx is None:
             return _direct(p)
         if p.cu_q is None and p.kv != "packed" and (_decode_takes(p) or _kernel_pages(replace(p, kv="paged"))):
@@ -189,7 +183,7 @@ def _direct(p: Problem):
                   max_k=p.page_table.shape[1] * p.k.shape[1] if p.kv == "paged" else p.max_k,
                   scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap, cu_seqlens_q=p.cu_q,
                   cu_seqlens_k=p.cu_k, seqused_k=p.seqused_k, leftpad_k=p.leftpad, page_table=p.page_table,
-                  sinks=p.sinks, descales=p.descales, num_splits=p.num_splits)
+                  sinks=p.sinks, descales=p.descales, num_splits=p.num_splits, chunk=p.chunk)
     return core.run(c)
 
 
@@ -246,30 +240,8 @@ def _compact(q, cu, used):
     return q_c[:t].view(q.dtype), cu_c, dest.clamp(max=max(t - 1, 0)), keep
 
 
-def _segments(cu_q, start, end, lp, chunk: int, max_k: int, total_k: int):
-    """attention_chunk as varlen segments: per sequence one key-less segment (queries at p < 0)
-    and one per chunk. -> (cu_q_seg, cu_k_seg, seqused_k_seg [B*(NC+1)] int32, batch of each segment)."""
-    nb = cu_q.numel() - 1
-    nc = max(1, math.ceil(max_k / chunk))
-    dev = cu_q.device
-    qs, sq = cu_q[:-1].long(), (cu_q[1:] - cu_q[:-1]).long()
-    base, sk = start + lp, (end - lp).clamp(min=0)
-    off = sk - sq                                                  # query i sits at key position i + off
-    c = torch.arange(nc, device=dev, dtype=torch.long)[None, :] * chunk   # chunk starts [1, NC]
-    qlo = torch.minimum(torch.maximum(c - off[:, None], torch.zeros_like(c)), sq[:, None])   # [B, NC]
-    q_starts = torch.cat([qs[:, None], qs[:, None] + qlo], dim=1)                           # [B, NC+1]
-    k_lo = torch.minimum(c.expand(nb, nc), sk[:, None])
-    k_hi = torch.minimum(c + chunk, sk[:, None])
-    k_starts = torch.cat([base[:, None], base[:, None] + k_lo], dim=1)
-    used = torch.cat([torch.zeros_like(base)[:, None], k_hi - k_lo], dim=1)
-    cu_q_seg = torch.cat([q_starts.flatten(), cu_q[-1:].long()]).to(torch.int32)
-    cu_k_seg = torch.cat([k_starts.flatten(), torch.full((1,), total_k, device=dev, dtype=torch.long)])
-    seg_b = torch.arange(nb, device=dev).repeat_interleave(nc + 1)
-    return cu_q_seg, cu_k_seg.to(torch.int32), used.flatten().to(torch.int32), seg_b
-
-
 def _packed(p: Problem):
-    """The general path: packed q (seqused_q compacted), packed keys, chunk segments; back to p's layout."""
+    """The general path: packed q (seqused_q compacted), packed keys; back to p's layout."""
     core.step("packed")
     q, cu_q = _packed_q(p)
     unpack = None
@@ -277,50 +249,12 @@ def _packed(p: Problem):
         core.step("compact-seqused-q")
         q, cu_q, dest, keep = _compact(q, cu_q, p.seqused_q)
         unpack = (dest, keep)
-    if p.chunk > 0 and p.kv == "paged" and p.chunk % p.k.shape[1] == 0 and _cache_in_place(p):
-        return _unpack(p, core.run(_paged_chunks(p, q, cu_q)), unpack)
     k, v, cu_k, used = _packed_kv(p)
     c = core.Core(q=q, k=k, v=v, batch=p.batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
                   window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                   seqused_k=used, leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=p.descales,
-                  num_splits=p.num_splits)
-    if p.chunk > 0:
-        core.step("chunk-segments")
-        start = cu_k[:-1].long()
-        lp = p.leftpad.long() if p.leftpad is not None else torch.zeros_like(start)
-        cu_qs, cu_ks, used, seg_b = _segments(cu_q, start, used.long(), lp, p.chunk, p.max_k, k.shape[0])
-        ds = tuple(None if d is None else d[seg_b] for d in p.descales)
-        # rows per segment: a chunk's <= C; the key-less segment's <= Sq - Sk (known for a dense call),
-        # else the bound max_q. A tight bound keeps the kernel's tile grid (segments x row tiles) small.
-        exact = p.cu_q is None and p.kv == "dense" and p.seqused_k is None and p.leftpad is None
-        null_rows = max(0, p.max_q - p.max_k) if exact else p.max_q
-        c = replace(c, cu_seqlens_q=cu_qs, cu_seqlens_k=cu_ks, seqused_k=used, leftpad_k=None, descales=ds,
-                    batch=int(seg_b.numel()), max_k=min(p.max_k, p.chunk),
-                    max_q=min(p.max_q, max(p.chunk, null_rows)))
+                  num_splits=p.num_splits, chunk=p.chunk)
     return _unpack(p, core.run(c), unpack)
-
-
-def _paged_chunks(p: Problem, q, cu_q) -> core.Core:
-    """attention_chunk over a paged cache the kernel reads in place, chunks a multiple of the page size:
-    the same segments as `_segments`, each with its own page-table row (the slice of its sequence's
-    row that starts at the chunk's first page), so no key is copied; only page ids are gathered
-    ([segments, C / page_size] int32)."""
-    core.step("chunk-segments-paged")
-    table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
-    ps, width = p.k.shape[1], table.shape[1]
-    dev = q.device
-    end = _i32(p.seqused_k).long() if p.seqused_k is not None else torch.full((p.batch,), width * ps, device=dev,
-                                                                                 dtype=torch.long)
-    zero = torch.zeros(p.batch, device=dev, dtype=torch.long)
-    cu_qs, k_first, used, seg_b = _segments(cu_q, zero, end, zero, p.chunk, p.max_k, 0)
-    span = min(math.ceil(p.chunk / ps), width)                              # pages a segment can reach
-    first = (k_first[:-1].long() // ps)[:, None]                            # its first page in the row
-    cols = (first + torch.arange(span, device=dev)[None, :]).clamp(max=width - 1)
-    seg_table = table[seg_b[:, None], cols].to(torch.int32)                 # [segments, span]
-    return core.Core(q=q, k=p.k, v=p.v, batch=int(seg_b.numel()), max_q=p.max_q,
-                     max_k=span * ps, scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap,
-                     cu_seqlens_q=cu_qs, seqused_k=used, page_table=seg_table, sinks=p.sinks,
-                     num_splits=p.num_splits)
 
 
 def _unpack(p: Problem, out, unpack):

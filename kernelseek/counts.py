@@ -22,7 +22,12 @@ class Counts:
             sk = max(0, k1 - k0)
             diag = np.arange(sq, dtype=np.int64) + sk - sq
             lo = np.zeros_like(diag) if left < 0 else np.maximum(0, diag - left)
-            yield lo, (np.full_like(diag, sk - 1) if right < 0 else np.minimum(sk - 1, diag + right))
+            hi = np.full_like(diag, sk - 1) if right < 0 else np.minimum(sk - 1, diag + right)
+            chunk = getattr(self, "attention_chunk", 0)
+            if chunk > 0:  # the row's own chunk (floor division, as kseek.h)
+                c0 = diag // chunk * chunk
+                lo, hi = np.maximum(lo, c0), np.minimum(hi, c0 + chunk - 1)
+            yield lo, hi
 
     def attended(self) -> int:
         """Sum over all query rows (one head) of the number of keys each row attends to."""

@@ -12,7 +12,8 @@ attention_ref(s, inp, "lowp"): FlashAttention-3's low-precision test reference, 
     dequantized (fp8 value x descale) and held as bf16, and P is rounded through float8_e4m3fn.
 
 Semantics: keys leftpad_b..end_b-1 (paged through the page table), bottom-right aligned masks
-with the effective Sk_b = end_b - leftpad_b, causal = window_right 0, softcap tanh after the
+with the effective Sk_b = end_b - leftpad_b, causal = window_right 0, attention_chunk C: also
+floor(p / C) == floor(j' / C) for the query at key position p (ABI 3), softcap tanh after the
 scale, sinks in the softmax denominator only, lse = natural log including sinks, rows with no
 visible key give O = 0 and lse = -inf (sinks or not).
 
@@ -33,7 +34,8 @@ PRECISIONS = ("fp32", "lowp")
 
 
 # ---- masks ---------------------------------------------------------------------------------------
-def _visible(rows: torch.Tensor, keys: torch.Tensor, sq: int, sk: int, wl: int, wr: int) -> torch.Tensor:
+def _visible(rows: torch.Tensor, keys: torch.Tensor, sq: int, sk: int, wl: int, wr: int,
+             chunk: int = 0) -> torch.Tensor:
     """Bool [len(rows), len(keys)]: query row i sees key j' (kseek.h, bottom-right aligned)."""
     diag = (rows + (sk - sq))[:, None]  # key position of each query row
     j = keys[None, :]
@@ -42,20 +44,26 @@ def _visible(rows: torch.Tensor, keys: torch.Tensor, sq: int, sk: int, wl: int, 
         vis &= j >= diag - wl
     if wr >= 0:
         vis &= j <= diag + wr
+    if chunk > 0:  # the query's own chunk only (floor division: p < 0 is in a chunk before every key)
+        vis &= torch.div(diag, chunk, rounding_mode="floor") == torch.div(j, chunk, rounding_mode="floor")
     return vis
 
 
 def mask_for(sq: int, sk: int, window_left: int = -1, window_right: int = -1,
-             causal: bool = False, device="cpu") -> torch.Tensor:
+             causal: bool = False, device="cpu", chunk: int = 0) -> torch.Tensor:
     """Visible keys, bool [sq, sk]; causal means window_right = 0 (window_left as given)."""
     wr = 0 if causal else window_right
-    return _visible(torch.arange(sq, device=device), torch.arange(sk, device=device), sq, sk, window_left, wr)
+    return _visible(torch.arange(sq, device=device), torch.arange(sk, device=device), sq, sk, window_left, wr,
+                    chunk)
 
 
-def _key_span(r0: int, r1: int, sq: int, sk: int, wl: int, wr: int) -> tuple[int, int]:
+def _key_span(r0: int, r1: int, sq: int, sk: int, wl: int, wr: int, chunk: int = 0) -> tuple[int, int]:
     """[lo, hi): the keys that any of the query rows r0..r1-1 may see."""
     lo = 0 if wl < 0 else max(0, r0 + sk - sq - wl)
     hi = sk if wr < 0 else min(sk, r1 - 1 + sk - sq + wr + 1)
+    if chunk > 0:  # from the first row's chunk to the end of the last row's
+        lo = max(lo, (r0 + sk - sq) // chunk * chunk)
+        hi = min(hi, ((r1 - 1 + sk - sq) // chunk + 1) * chunk)
     return lo, hi
 
 
@@ -139,10 +147,11 @@ def _sequence(s: Scenario, qh, kh, vh, sinks, lowp: bool, o_seq, lse_seq) -> Non
     dev = qh.device
     for r0 in range(0, sq, rc):
         r1 = min(sq, r0 + rc)
-        lo, hi = _key_span(r0, r1, sq, sk, wl, wr)
+        lo, hi = _key_span(r0, r1, sq, sk, wl, wr, s.attention_chunk)
         if hi <= lo:
             continue  # no row of this chunk sees a key: o stays 0, lse stays -inf
-        vis = _visible(torch.arange(r0, r1, device=dev), torch.arange(lo, hi, device=dev), sq, sk, wl, wr)
+        vis = _visible(torch.arange(r0, r1, device=dev), torch.arange(lo, hi, device=dev), sq, sk, wl, wr,
+                       s.attention_chunk)
         for h0 in range(0, hkv, hc):
             h1 = min(hkv, h0 + hc)
             sink = None if sinks is None else sinks[h0:h1]

@@ -49,6 +49,7 @@ class Scenario(Counts):
     cache_seqlens: tuple | None = None  # per-sequence key end (seqused_k)
     leftpad: tuple | None = None      # per-sequence first valid key
     num_splits: int = 0               # 0 = the kernel chooses
+    attention_chunk: int = 0          # chunked local attention (kseek.h ABI 3): chunk of C keys; 0 = off
     row: int | None = None            # bench26 row number
     kind: str = ""                    # prefill or decode; "" = derived
     note: str = ""
@@ -117,6 +118,8 @@ class Scenario(Counts):
 
     def to_dict(self) -> dict[str, Any]:
         d = dataclasses.asdict(self)
+        if not d["attention_chunk"]:
+            del d["attention_chunk"]   # off: a scenario reads as it did before ABI 3 (frozen grids, old runs)
         return {k: (list(v) if isinstance(v, tuple) else v) for k, v in d.items()}
 
     def short(self) -> str:
@@ -129,12 +132,14 @@ class Scenario(Counts):
         if self.paged: bits.append(f"page{self.page_size}")
         if self.leftpad is not None: bits.append("leftpad")
         if self.num_splits: bits.append(f"split{self.num_splits}")
+        if self.attention_chunk: bits.append(f"chunk{self.attention_chunk}")
         return " ".join(bits)
 
 
 # ---- validation ------------------------------------------------------------------------------
 _FIELDS = {f.name: f for f in dataclasses.fields(Scenario)}
-_INT = {"heads_q", "heads_kv", "head_dim", "batch", "seqlen_q", "seqlen_k", "head_dim_v", "page_size", "num_splits"}
+_INT = {"heads_q", "heads_kv", "head_dim", "batch", "seqlen_q", "seqlen_k", "head_dim_v", "page_size", "num_splits",
+        "attention_chunk"}
 _INT_LISTS = {"seqlens_q", "seqlens_k", "cache_seqlens", "leftpad"}
 
 
@@ -224,6 +229,8 @@ def validate(s: Scenario, where: str) -> None:
         bad("softcap", "must be >= 0")
     if s.num_splits < 0:
         bad("num_splits", "must be >= 0")
+    if s.attention_chunk < 0:
+        bad("attention_chunk", "must be >= 0 (0 = off)")
     if s.kind not in ("", "prefill", "decode"):
         bad("kind", "must be prefill or decode")
 

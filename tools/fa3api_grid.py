@@ -1,4 +1,5 @@
-"""Run the fa3api grid (kernelseek/grids/fa3api.yaml) on the GPU: check, kernel paths, timing.
+"""Run the fa3api grid (kernelseek/grids/fa3api.yaml) on the GPU: check, kernel paths, timing (per call and
+CUDA-graph replay; decode-shaped rows judged on graph time, kernelseek/fa3api_grid.py).
 
     python tools/fa3api_grid.py [--check-only] [--rows REGEX] [--reps N] [--json OUT.json] [--grid FILE]
 

@@ -87,6 +87,7 @@ struct Args {
                                                 // here (sequences with more are left to the prefill
                                                 // launch of a mixed call), M = sq * G
   int wl, wr;                           // -1 = unbounded; causal already folded into wr = 0
+  int chunk;                            // attention_chunk (kseek.h), 0 = off
   int softcap_on;
   float scale_log2;                     // no softcap: scale*log2(e); softcap: scale/softcap
   float cap_log2;                       // softcap*log2(e)
@@ -137,11 +138,14 @@ __device__ __forceinline__ uint32_t swz(int r, int c) {
 
 // Visible key range (positions after leftpad, inclusive) of query row i of a sequence with sq query
 // rows; lo > hi when empty.
+// attention_chunk: also within the row's own chunk.
 __device__ __forceinline__ int row_lo(const Args& a, int i, int sk, int sq) {
-  return a.wl >= 0 ? max(0, i + sk - sq - a.wl) : 0;
+  const int lo = a.wl >= 0 ? max(0, i + sk - sq - a.wl) : 0;
+  return a.chunk > 0 ? max(lo, fa3::chunk_lo(i + sk - sq, a.chunk)) : lo;
 }
 __device__ __forceinline__ int row_hi(const Args& a, int i, int sk, int sq) {
-  return a.wr >= 0 ? min(sk - 1, i + sk - sq + a.wr) : sk - 1;
+  const int hi = a.wr >= 0 ? min(sk - 1, i + sk - sq + a.wr) : sk - 1;
+  return a.chunk > 0 ? min(hi, fa3::chunk_lo(i + sk - sq, a.chunk) + a.chunk - 1) : hi;
 }
 
 // Sequence b's query rows and the element offsets of its row 0 in q, o and lse. Packed queries:
@@ -1245,6 +1249,8 @@ inline int choose_splits(const kseek_params* p) {
   }
 #endif
   if (wl >= 0) keys = std::min<int64_t>(keys, (int64_t)wl + (wr >= 0 ? wr : p->seqlen_k) + p->seqlen_q + ck);
+  // a chunk bounds a row's keys to C; the rows of one tile span at most seqlen_q positions
+  if (p->attention_chunk > 0) keys = std::min<int64_t>(keys, (int64_t)p->attention_chunk + p->seqlen_q + ck);
   const int64_t chunks = (keys + ck - 1) / ck;
   if (chunks <= kWarps) return 1;
   const double fixed = 32768.0;                                        // per-CTA start-up, bytes
@@ -1350,6 +1356,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   a.R = a.B * a.Hkv * a.M;
   a.wl = clamp_window(p->window_left);
   a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  a.chunk = fa3::clamp_chunk(p->attention_chunk);
   const float kLog2e = 1.4426950408889634f;
   if (p->softcap > 0.f) {
     a.softcap_on = 1;

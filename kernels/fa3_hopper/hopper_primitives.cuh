@@ -470,4 +470,12 @@ inline int sm_count(int dev) {
 // kernels' int arithmetic row + diag +- w cannot overflow).
 inline int clamp_window(int w) { return (w < 0 || w >= (1 << 29)) ? -1 : w; }
 
+// attention_chunk C (kseek.h; 0 = off): clamped to 2^29, which behaves as any larger chunk for
+// sequences shorter than 2^28 (every key in chunk 0, every query at p < 0 in chunk -1) and keeps
+// chunk_lo's int arithmetic in range.
+inline int clamp_chunk(int c) { return c <= 0 ? 0 : (c >= (1 << 29) ? (1 << 29) : c); }
+// The first key position of the chunk that holds position p (floor division: p < 0 lies in a chunk
+// before every key); the chunk's keys are chunk_lo(p, c) .. chunk_lo(p, c) + c - 1.
+__host__ __device__ __forceinline__ int chunk_lo(int p, int c) { return (p >= 0 ? p / c : -((c - 1 - p) / c)) * c; }
+
 }  // namespace fa3

@@ -231,6 +231,10 @@ __device__ __forceinline__ Seq seq_range(const Args& a, int b, int m0) {
   int lo = 0, hi = s.sk - 1;
   if (a.wl >= 0) lo = max(lo, m0 + s.diag - a.wl);
   if (a.wr >= 0) hi = min(hi, row_last + s.diag + a.wr);
+  if (a.chunk > 0) {  // chunked local attention: the chunks of the tile's first and last rows
+    lo = max(lo, chunk_lo(m0 + s.diag, a.chunk));
+    hi = min(hi, chunk_lo(row_last + s.diag, a.chunk) + a.chunk - 1);
+  }
   s.n_max = hi >= lo ? hi / BN + 1 : 0;
   s.n_cnt = hi >= lo ? s.n_max - lo / BN : 0;
   return s;
@@ -358,6 +362,11 @@ __global__ void __launch_bounds__(kThreads, 1)
       khi[r] = sk - 1;
       if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
       klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
+      if (a.chunk > 0) {  // the row's own chunk
+        const int c0 = chunk_lo(row + diag, a.chunk);
+        klo[r] = max(klo[r], c0);
+        khi[r] = min(khi[r], c0 + a.chunk - 1);
+      }
     }
 
     float o[DV / 2];
@@ -395,7 +404,9 @@ __global__ void __launch_bounds__(kThreads, 1)
         for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * cap_in);
       }
       if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
-          (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
+          (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl) ||
+          (a.chunk > 0 && (n0 < chunk_lo(m0 + kBM - 1 + diag, a.chunk) ||
+                           n0 + BN - 1 >= chunk_lo(m0 + diag, a.chunk) + a.chunk))) {
 #pragma unroll
         for (int i = 0; i < NS; ++i) {
           const int col = n0 + acc_col(t, i);

@@ -133,6 +133,7 @@ inline void fill_args(const kseek_params* p, bool varlen, Args& a) {
   a.group = p->heads_q / p->heads_kv;
   a.wl = clamp_window(p->window_left);
   a.wr = p->causal ? 0 : clamp_window(p->window_right);
+  a.chunk = clamp_chunk(p->attention_chunk);
   a.dv = p->head_dim_v;
   // Keys past a sequence's end inside the map are real memory (next sequence, unused cache slots,
   // keys of leftpad'ed tails) that may hold NaN/Inf: zero those V rows in shared memory. Without

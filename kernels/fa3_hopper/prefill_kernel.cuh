@@ -56,6 +56,11 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
       khi[r] = sk - 1;
       if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
       klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
+      if (a.chunk > 0) {  // the row's own chunk
+        const int c0 = chunk_lo(row + diag, a.chunk);
+        klo[r] = max(klo[r], c0);
+        khi[r] = min(khi[r], c0 + a.chunk - 1);
+      }
     }
 
     float o[DV / 2];

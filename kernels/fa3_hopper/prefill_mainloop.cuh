@@ -92,9 +92,11 @@ struct Mainloop {
 #pragma unroll
       for (int i = 0; i < NS; ++i) s[i] = a.cap_out * tanh_approx(s[i] * a.cap_in);
     }
-    // mask: keys past Sk_b, right window (causal), left window; only blocks that need it
+    // mask: keys past Sk_b, right window (causal), left window, chunk edges; only blocks that need it
     if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
-        (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl)) {
+        (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl) ||
+        (a.chunk > 0 && (n0 < chunk_lo(m0 + kBM - 1 + diag, a.chunk) ||
+                         n0 + BN - 1 >= chunk_lo(m0 + diag, a.chunk) + a.chunk))) {
 #pragma unroll
       for (int i = 0; i < NS; ++i) {
         const int col = n0 + acc_col(t, i);

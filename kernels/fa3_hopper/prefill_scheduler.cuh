@@ -110,6 +110,10 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   int lo = 0, hi = ti.sk - 1;
   if (a.wl >= 0) lo = max(lo, ti.m0 + ti.diag - a.wl);
   if (a.wr >= 0) hi = min(hi, row_last + ti.diag + a.wr);
+  if (a.chunk > 0) {  // chunked local attention: the chunks of the tile's first and last rows
+    lo = max(lo, chunk_lo(ti.m0 + ti.diag, a.chunk));
+    hi = min(hi, chunk_lo(row_last + ti.diag, a.chunk) + a.chunk - 1);
+  }
   ti.n_min = hi >= lo ? lo / BN : 0;
   ti.n_max = hi >= lo ? hi / BN + 1 : 0;
   ti.n_cnt = ti.n_max - ti.n_min;

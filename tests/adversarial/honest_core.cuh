@@ -122,6 +122,8 @@ inline int check(const kseek_params* p) {
   if (p->out_dtype != KSEEK_BF16 && p->out_dtype != KSEEK_FP16) return KSEEK_ERR_UNSUPPORTED;
   if (p->cu_seqlens_q || p->cu_seqlens_k || p->page_table || p->seqused_k || p->leftpad_k || p->sinks)
     return KSEEK_ERR_UNSUPPORTED;
+  if (p->attention_chunk < 0) return KSEEK_ERR_INVALID;
+  if (p->attention_chunk > 0) return KSEEK_ERR_UNSUPPORTED;  // ABI 3's chunked attention: not here
   return KSEEK_OK;
 }
 

@@ -21,14 +21,38 @@ CASES = [
          cache_seqlens=(200, 37, 5), leftpad=(3, 0, 1), kind="decode"),                                  # paged
     dict(batch=1, seqlen_q=64, seqlen_k=64, heads_q=4, heads_kv=2, head_dim=128, dtype="fp8", causal=True),
 ]
+# attention_chunk in the kernel (ABI 3), one case per path, awkward lengths; chunks that tiles straddle
+CHUNK_CASES = [
+    dict(batch=2, seqlen_q=1000, seqlen_k=1000, heads_q=4, heads_kv=2, head_dim=128, causal=True, attention_chunk=256),
+    dict(batch=1, seqlen_q=500, seqlen_k=300, heads_q=2, heads_kv=2, head_dim=64, dtype="fp16",
+         attention_chunk=100),                                   # non-causal; rows at p < 0 see no key
+    dict(batch=2, seqlen_q=333, seqlen_k=901, heads_q=4, heads_kv=1, head_dim=96, causal=True, window=(50, 0),
+         softcap=30.0, sinks=True, attention_chunk=64),
+    dict(batch=1, seqlen_q=700, seqlen_k=700, heads_q=2, heads_kv=2, head_dim=256, causal=True, attention_chunk=100),
+    dict(batch=1, seqlen_q=640, seqlen_k=1111, heads_q=4, heads_kv=2, head_dim=192, head_dim_v=128, causal=True,
+         attention_chunk=300),
+    dict(batch=2, seqlen_q=517, seqlen_k=517, heads_q=4, heads_kv=2, head_dim=128, dtype="fp8", causal=True,
+         attention_chunk=192),                                   # fp8 prefill
+    dict(seqlens_q=(1500, 333, 1), seqlens_k=(1500, 333, 2049), heads_q=4, heads_kv=2, head_dim=128, causal=True,
+         attention_chunk=512),                                   # varlen prefill
+    dict(batch=3, seqlen_q=1, seqlen_k=4096, heads_q=8, heads_kv=2, head_dim=128, page_size=16,
+         cache_seqlens=(4096, 2049, 7), leftpad=(3, 0, 1), kind="decode", attention_chunk=1024),   # paged decode
+    dict(batch=3, seqlen_q=3, seqlen_k=3000, heads_q=8, heads_kv=8, head_dim=64, dtype="fp8", page_size=64,
+         cache_seqlens=(3000, 1025, 64), kind="decode", causal=True, attention_chunk=512),   # fp8 paged decode
+    dict(batch=2, seqlen_q=200, seqlen_k=2048, heads_q=4, heads_kv=2, head_dim=128, page_size=64,
+         cache_seqlens=(2000, 777), causal=True, attention_chunk=256),                       # paged prefill
+]
+FAST = {"decode", "prefill", "prefill_fp8", "mixed", "gather", "mixed_gather", "empty"}
 
 
-@pytest.mark.parametrize("kw", CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items())[:60])
+@pytest.mark.parametrize("kw", CASES + CHUNK_CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items())[:60])
 def test_api_matches_reference(kw):
+    from kernelseek import attention_core as C
     s = Scenario(name="api", **kw)
     inp = make_inputs(s, seed=11, device="cuda", gen_device="cuda")
     common = dict(softmax_scale=s.softmax_scale, causal=s.causal, window_size=s.window, softcap=s.softcap,
-                  s_aux=inp.sinks, q_descale=inp.q_descale, k_descale=inp.k_descale, v_descale=inp.v_descale)
+                  s_aux=inp.sinks, q_descale=inp.q_descale, k_descale=inp.k_descale, v_descale=inp.v_descale,
+                  attention_chunk=s.attention_chunk)
     if s.varlen:
         o, lse = A.flash_attn_varlen_func(inp.q, inp.k, inp.v, inp.cu_seqlens_q, inp.cu_seqlens_k, max(s.seqlens_q),
                                           max(s.seqlens_k), return_attn_probs=True, **common)
@@ -40,6 +64,9 @@ def test_api_matches_reference(kw):
     torch.cuda.synchronize()
     c = check_output(s, o, lse, attention_ref(s, inp, "fp32"), attention_ref(s, inp, "lowp"))
     assert c.passed, c.reason
+    if s.attention_chunk:   # the chunk is the kernel's: one call, on a fast path
+        assert C.RECORD["steps"] == [] and len(C.RECORD["paths"]) == 1, C.RECORD
+        assert C.RECORD["paths"][0] in FAST, C.RECORD
 
 
 @pytest.mark.parametrize("dv, dtype", [(64, torch.bfloat16), (256, torch.float16), (256, torch.float8_e4m3fn)])

@@ -35,7 +35,8 @@ def test_dense_chunk_window_causal(sq, sk):
         o, lse = A.flash_attn_func(q, k, v, causal=causal, window_size=win, attention_chunk=chunk,
                                    return_attn_probs=True)
         close(o, lse, *R.attention_ref(q, k, v, causal=causal, window_size=win, attention_chunk=chunk))
-        assert ("chunk-segments" in C.RECORD["steps"]) == (chunk > 0)
+        # ABI 3: the chunk is the kernel's (one call, no segments), like the window
+        assert C.RECORD["steps"] == [] and len(C.RECORD["paths"]) == 1, C.RECORD
 
 
 def test_varlen_seqused_q_k_and_chunk():
@@ -93,11 +94,9 @@ def test_kvcache_layouts(paged, batch_idx, leftpad, varlen_q, chunk):
         _against_ref(q, kc, vc, kw, cache_seqlens=seqlens, cache_batch_idx=idx, cache_leftpad=lp,
                      page_table=table, causal=causal, attention_chunk=chunk)
         steps = C.RECORD["steps"]
-        if chunk == 0:  # decode-shaped (varlen or not): one call over the cache where it lies, no copy
-            assert "packed" not in steps and not any(st.startswith("gather") for st in steps), steps
-            assert len(C.RECORD["paths"]) == 1, C.RECORD
-        else:
-            assert "packed" in steps, steps
+        # decode-shaped (varlen or not), chunked or not (ABI 3): one call over the cache where it lies
+        assert "packed" not in steps and not any(st.startswith("gather") for st in steps), steps
+        assert len(C.RECORD["paths"]) == 1, C.RECORD
 
 
 @pytest.mark.parametrize("dtype, ps, leftpad, batch_idx", [(torch.bfloat16, 4, True, False), (torch.bfloat16, 1, False, True),
@@ -226,7 +225,7 @@ def test_head_dims_past_every_kernel_are_refused_not_wrong():
         A.flash_attn_func(q[..., :64].to(f8), k[..., :64].to(f8), v[..., :256].to(f8), qv=qv[..., :256].to(f8))
 
 
-def test_fp8_descales_through_chunk_segments_and_out():
+def test_fp8_descales_through_chunk_and_out():
     g = torch.Generator().manual_seed(2)
     f8 = torch.float8_e4m3fn
     q, k, v = rnd(g, 2, 6, 4, 64, dtype=f8), rnd(g, 2, 10, 2, 64, dtype=f8), rnd(g, 2, 10, 2, 64, dtype=f8)
@@ -305,8 +304,8 @@ def test_calls_with_no_query_rows_or_no_keys_launch_nothing():
 
 @pytest.mark.parametrize("varlen_q, batch_idx, chunk", list(itertools.product([False, True], [False, True], [8, 16])))
 def test_chunk_over_pages_reads_the_cache_in_place(varlen_q, batch_idx, chunk):
-    """attention_chunk over a paged cache whose pages (8 rows) divide the chunk: one segment per (sequence,
-    chunk) with its own slice of the page table, no key gathered; the result is the reference's."""
+    """attention_chunk over a paged cache (8-row pages): one kernel call over the cache where it lies
+    (ABI 3 takes the chunk), no key gathered; the result is the reference's."""
     g = torch.Generator().manual_seed(31 + chunk + 2 * varlen_q + 4 * batch_idx)
     b, cap, hq, hkv, d = 3, 48, 4, 2, 64
     bc = 4 if batch_idx else b
@@ -322,4 +321,4 @@ def test_chunk_over_pages_reads_the_cache_in_place(varlen_q, batch_idx, chunk):
         _against_ref(q, kc, vc, kw, cache_seqlens=seqlens, cache_batch_idx=idx, page_table=table,
                      causal=causal, window_size=win, attention_chunk=chunk)
         steps = C.RECORD["steps"]
-        assert "chunk-segments-paged" in steps and "gather-pages" not in steps, steps
+        assert "gather-pages" not in steps and len(C.RECORD["paths"]) == 1, C.RECORD

@@ -1,5 +1,6 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v15's (kernels/fa3_hopper/sass_v15.json: session 14 rewrote the page copy, gather_pages,
+holds equals v16's (kernels/fa3_hopper/sass_v16.json: session 16's ABI 3 put attention_chunk into every
+attention kernel; below, v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
 and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
 6 kernels to v13's 85, from commit aa20ca6, unchanged; both checked below from the references alone), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
 issue 19's proof that the split into parts changed no machine code). Up to symbol names and addresses
@@ -26,9 +27,9 @@ REPO = Path(__file__).resolve().parents[2]
 ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
-    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v15.json",
+    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v16.json",
                    0, 93),
-    "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v12.json", 4, 6),
+    "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v16.json", 0, 10),
 }
 
 pytestmark = pytest.mark.skipif(profile.find_tool("cuobjdump") is None, reason="cuobjdump not installed")
@@ -125,3 +126,22 @@ def test_v15_changes_only_the_page_copy_and_the_paged_kernels():
     assert len(pg) == 28 and [k for k in by["differs"] if k not in pg] == [
         next(k for k in by["differs"] if re.search(r"gather_pages\(", k))], by["differs"]
     assert sorted(re.sub(r"\(.*", "", k) for k in by["only new"]) == ["gather_listed", "split_ids"], by["only new"]
+
+
+def test_v16_changes_every_attention_kernel_and_nothing_else():
+    """v16 (session 16, kseek.h ABI 3) reads attention_chunk in every attention kernel: the 72 prefill
+    fwd_kernels (bf16/fp16 and fp8), the 11 splitkv kernels and the naive kernels differ; combine_kernel
+    only in its resources (its Args carries the field); the page copies, long_seqs and split_ids are
+    unchanged; no kernel added or removed. The fast kernels keep their registers, stack and spills."""
+    v15, rows, by = _compare_references(15, 16)
+    assert sorted(by) == ["differs", "resources", "same"], sorted(by)
+    assert sorted(re.sub(r"\(.*", "", k) for k in by["same"]) == ["gather_listed", "gather_pages", "long_seqs",
+                                                                  "split_ids"], by["same"]
+    assert len(by["resources"]) == 6 and all("combine_kernel<" in k for k in by["resources"]), by["resources"]
+    assert len(by["differs"]) == 83 and len(v15) == 93
+    v16 = json.loads((kb.REPO_KERNELS / "fa3_hopper" / "sass_v16.json").read_text())["kernels"]
+    for k in by["differs"]:
+        if "naive" in k:
+            continue
+        old, new = v15[k]["resources"], v16[k]["resources"]
+        assert all(old.get(x) == new.get(x) for x in ("REG", "LOCAL", "STACK")), (k, old, new)

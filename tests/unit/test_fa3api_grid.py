@@ -66,3 +66,46 @@ def test_runner_times_each_row_against_the_call_without_its_feature_when_fa3_is_
         assert r["speed"] == pytest.approx(r["base_ms"] / r["ours_ms"])
     out = capsys.readouterr().out
     assert "chunk_varlen" in G.table(res) and out.count("{") >= 3
+
+
+# ---- graph timing (DESIGN.md, "Measurement contract": decode rows judged on graph time) ----------
+BY_NAME = {r["name"]: r for r in ROWS}
+DECODE = {"chunk_decode", "batch_idx_decode", "varlen_q_paged_decode", "append_rotary_decode", "qv_mla_decode",
+          "fp8_paged_decode", "splits_decode"}
+
+
+def test_decode_shaped_rows_of_the_grid():
+    assert {n for n, r in BY_NAME.items() if G.decode_shaped(r)} == DECODE
+    assert not G.decode_shaped(BY_NAME["varlen_q_paged"])        # mostly 1s, two prefills: per call
+    assert not G.decode_shaped(BY_NAME["append_plain_varlen"])   # [3, 1, 130]
+    assert G.decode_shaped(BY_NAME["varlen_q_paged_decode"])     # every query length <= 4
+
+
+def test_runner_on_cpu_records_no_graph_time_and_judges_by_shape():
+    names = ("append_rotary_decode", "batch_idx_prefill")
+    res = {r["name"]: r for r in G.run_rows([shrink(BY_NAME[n]) for n in names], check_only=False, reps=1,
+                                            device="cpu")}
+    for n, r in res.items():
+        assert r["ok"] and r["ours_ms"] > 0 and r["base_ms"] > 0 and "speed" in r and "ratio" not in r, r
+        assert r["ours_graph_ms"] is None and r["base_graph_ms"] is None, r
+        assert r["ours_graph_error"] == "no CUDA" and r["base_graph_error"] == "no CUDA", r
+        assert r["graph_speed"] is None
+        assert r["judged"] == ("graph" if G.decode_shaped(BY_NAME[n]) else "per_call")
+    assert res["append_rotary_decode"]["judged"] == "graph" and res["append_rotary_decode"]["judged_speed"] is None
+    p = res["batch_idx_prefill"]
+    assert p["judged"] == "per_call" and p["judged_speed"] == p["speed"]
+    t = G.table(list(res.values()))
+    assert "ours_gr" in t and "judged" in t and "graph capture failed" not in t
+    assert max(len(line) for line in t.splitlines()) <= 150, t
+
+
+def test_table_marks_a_capture_failure_and_lists_its_reason():
+    rows = [{"name": "d", "ok": True, "fast": True, "ours_ms": 0.05, "base_ms": 0.04, "ours_graph_ms": None,
+             "ours_graph_error": "RuntimeError: operation not permitted when stream is capturing",
+             "base_graph_ms": 0.02, "speed": 0.8, "graph_speed": None, "judged": "graph", "base": "fa3"},
+            {"name": "p", "ok": True, "fast": True, "ours_ms": 1.0, "base_ms": 1.1, "ours_graph_ms": 0.9,
+             "base_graph_ms": 1.0, "speed": 1.1, "graph_speed": 1.11, "judged": "per_call", "base": "fa3"}]
+    lines = G.table(rows).splitlines()
+    assert "fail" in lines[1] and "0.020" in lines[1] and "graph" in lines[1]
+    assert "0.900" in lines[2] and "1.11" in lines[2] and "call" in lines[2] and "fail" not in lines[2]
+    assert lines[3] == "graph capture failed:" and lines[4].startswith("  d ours: RuntimeError: operation not")

@@ -61,6 +61,8 @@ def loop_attention(s: Scenario, inp) -> tuple[np.ndarray, np.ndarray]:
                         continue
                     if wr >= 0 and jp - me > wr:
                         continue
+                    if s.attention_chunk and me // s.attention_chunk != jp // s.attention_chunk:
+                        continue  # Python's // floors, as kseek.h asks (me < 0: a chunk before every key)
                     kj, vj = key_row(b, first + jp, hk)
                     x = scale * float(np.dot(qi, kj * kd[b, hk]))
                     if s.softcap:
@@ -114,6 +116,13 @@ CASES = [
     sc("fp8_paged", dtype="fp8", batch=2, seqlen_q=2, seqlen_k=12, page_size=4, cache_seqlens=(12, 5),
        softcap=2.0, sinks=True),
     sc("fp8_varlen", dtype="fp8", seqlens_q=(2, 3), seqlens_k=(5, 3), heads_q=4, heads_kv=1),
+    # ABI 3's attention_chunk: with causal, a window, leftpad/seqused over pages, and rows at p < 0
+    sc("chunk3_causal", batch=2, seqlen_q=7, seqlen_k=9, causal=True, attention_chunk=3),
+    sc("chunk4_noncausal_sq_gt_sk", batch=1, seqlen_q=9, seqlen_k=5, attention_chunk=4, sinks=True),
+    sc("chunk2_window", batch=1, seqlen_q=6, seqlen_k=8, window=(3, 1), attention_chunk=2),
+    sc("chunk_paged_leftpad", batch=2, seqlen_q=3, seqlen_k=12, page_size=4, cache_seqlens=(11, 6), leftpad=(2, 1),
+       causal=True, attention_chunk=5),
+    sc("chunk_varlen_gqa", seqlens_q=(4, 1), seqlens_k=(10, 7), heads_q=4, heads_kv=2, causal=True, attention_chunk=4),
 ]
 
 
@@ -168,6 +177,11 @@ def test_masks_by_hand():
     # causal overrides a positive right window; the left window stays
     assert torch.equal(mask_for(3, 3, 1, 2, causal=True), t([[1, 0, 0], [1, 1, 0], [0, 1, 1]]))
     assert mask_for(3, 4).all()
+    # attention_chunk 2, Sq = Sk = 5 causal: row i sees keys of its own pair only (floor(i/2) == floor(j/2))
+    assert torch.equal(mask_for(5, 5, causal=True, chunk=2),
+                       t([[1, 0, 0, 0, 0], [1, 1, 0, 0, 0], [0, 0, 1, 0, 0], [0, 0, 1, 1, 0], [0, 0, 0, 0, 1]]))
+    # non-causal, Sq 3 > Sk 2, chunk 2: row 0 sits at p = -1 (chunk -1: no key), rows 1-2 at p 0, 1 (chunk 0)
+    assert torch.equal(mask_for(3, 2, chunk=2), t([[0, 0], [1, 1], [1, 1]]))
 
 
 @pytest.mark.parametrize("budget", [7, 40, 100])
