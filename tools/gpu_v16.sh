@@ -43,6 +43,12 @@ case $mode in
   check) do_check ;;
   bench) do_bench ;;
   all) do_ab; do_check; do_bench ;;
-  *) echo "unknown mode $mode (ab, check, bench, all)"; exit 2 ;;
+  final)   # correctness (grids and the API's GPU tests) and bench26 against FA3, in one short call
+    log "hopper check"; timeout -k 5 "$(cap 100)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    log "optest check"; timeout -k 5 "$(cap 60)" "${ev[@]}" --grid optest --check-only > "$OUT/optest.txt" 2>&1; grep -E '^correct' "$OUT/optest.txt"
+    log "GPU tests"; timeout -k 5 "$(cap 100)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_serving_gpu.py > "$OUT/gputests.txt" 2>&1; tail -2 "$OUT/gputests.txt"
+    do_bench ;;
+  *) echo "unknown mode $mode (ab, check, bench, all, final)"; exit 2 ;;
 esac
 log done

@@ -52,6 +52,16 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, c
   // paged K/V or a mixed call's sequence list: the PG instantiations (the others compile those
   // branches out, so the dense and varlen kernels keep their registers: NOTES v13)
   const bool pg = l.a.pt != nullptr || l.a.ids != nullptr;
+  // attention_chunk (ABI 3): only the dynamic-schedule kernels hold the chunk's code (tile_at's CH), so the
+  // static ones keep v15's machine code (v16a put it in every kernel: the hd64 bench26 rows lost 3-9%); hd64,
+  // static otherwise, gets dynamic kernels for chunked calls alone. A build without them refuses the call.
+  if (p->attention_chunk > 0) {
+    if constexpr (var == 2 && build::kSched != build::sched_static) {
+      return pg ? start<T, D, DV, BN, 2, true, true>(l, stream) : start<T, D, DV, BN, 2, true>(l, stream);
+    } else {
+      return -1;
+    }
+  }
   if constexpr (var == 2) {
     constexpr bool can_dyn = build::kSched == build::sched_dynamic || (build::kSched == build::sched_auto && D > 64);
     constexpr bool can_static = build::kSched != build::sched_dynamic;

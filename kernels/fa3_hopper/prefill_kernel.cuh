@@ -41,7 +41,7 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
       break;
     }
     Tile ti;
-    if (!tile_at<BN, PG>(a, idx, ti)) {  // static only (the dynamic producer never hands these out)
+    if (!tile_at<BN, PG, DYN>(a, idx, ti)) {  // static only (the dynamic producer never hands these out)
       idx += gridDim.x;
       continue;
     }
@@ -56,10 +56,12 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
       khi[r] = sk - 1;
       if (a.wr >= 0) khi[r] = min(khi[r], row + diag + a.wr);
       klo[r] = a.wl >= 0 ? row + diag - a.wl : 0;
-      if (a.chunk > 0) {  // the row's own chunk
-        const int c0 = chunk_lo(row + diag, a.chunk);
-        klo[r] = max(klo[r], c0);
-        khi[r] = min(khi[r], c0 + a.chunk - 1);
+      if constexpr (DYN) {  // chunked calls run on the dynamic-schedule kernels only (tile_at's CH)
+        if (a.chunk > 0) {  // the row's own chunk
+          const int c0 = chunk_lo(row + diag, a.chunk);
+          klo[r] = max(klo[r], c0);
+          khi[r] = min(khi[r], c0 + a.chunk - 1);
+        }
       }
     }
 
@@ -75,7 +77,7 @@ __device__ __forceinline__ void consumer(uint32_t base, const CUtensorMap* to, c
     uint32_t pa[NS / 8][4];                                     // P as wgmma A fragments (bf16/fp16)
     float corr[2];                                              // rescale of O and l for the block just scored
 
-    const Mainloop<T, D, DV, BN, VAR> ml{a, base, sK, sV, sQw, kv, qb, cw, t, lane, m0, sk, diag, n_max,
+    const Mainloop<T, D, DV, BN, VAR, DYN> ml{a, base, sK, sV, sQw, kv, qb, cw, t, lane, m0, sk, diag, n_max,
                                          klo, khi, o, m_run, l_run, s, pa, corr};
     if constexpr (DYN) {
       if (n_cnt == 0) ml.release_q();  // no keys: O = 0, LSE = -inf below

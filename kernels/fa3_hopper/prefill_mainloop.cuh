@@ -41,7 +41,7 @@ __device__ __forceinline__ void pv_step(float (&o)[DV / 2], const uint32_t (&pa)
 // steps as lambdas inside the kernel; with references to the caller's locals, as here, the
 // generated code stays identical -- the same steps over a struct holding the arrays by value
 // reorder the compiler's work and change the SASS; see kernels/fa3_hopper/README.md.)
-template <typename T, int D, int DV, int BN, int VAR>
+template <typename T, int D, int DV, int BN, int VAR, bool CH = false>  // CH: takes chunked calls (tile_at)
 struct Mainloop {
   static constexpr bool F16 = std::is_same<T, __half>::value;
   static constexpr int NS = BN / 2;  // S accumulator floats per thread
@@ -96,7 +96,7 @@ struct Mainloop {
     // masks every block: a per-block chunk test (two divisions) in this loop cost the hd64 rows 4-9%
     // without a chunk (session 16, bench26 rows 1-3), the per-element mask costs only chunked calls
     if (n0 + BN > sk || (a.wr >= 0 && n0 + BN - 1 > m0 + diag + a.wr) ||
-        (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl) || a.chunk > 0) {
+        (a.wl >= 0 && n0 < m0 + kBM - 1 + diag - a.wl) || (CH && a.chunk > 0)) {
 #pragma unroll
       for (int i = 0; i < NS; ++i) {
         const int col = n0 + acc_col(t, i);

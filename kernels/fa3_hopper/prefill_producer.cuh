@@ -148,7 +148,7 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
     Tile ti;
     if constexpr (DYN) {
       const bool more = idx < ntiles;
-      if (more && !tile_at<BN, PG>(a, idx, ti)) {  // varlen: starts past its sequence's end
+      if (more && !tile_at<BN, PG, true>(a, idx, ti)) {  // varlen: starts past its sequence's end
         idx = draw();
         continue;
       }

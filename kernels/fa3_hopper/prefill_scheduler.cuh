@@ -59,7 +59,9 @@ __device__ __forceinline__ int tile_count(const Args& a) {
 // order measured in run 061800); smaller sections keep the K/V that the resident CTAs read inside
 // the L2 (the default since v5; KSEEK_FA3_ORDER=flat gives one section; NOTES v4, v5).
 // Returns false when the tile starts past its sequence's last query row (varlen).
-template <int BN, bool PG>
+// CH: the instantiation takes chunked calls (Args::chunk; the dynamic-schedule kernels only, so the static
+// ones keep v15's code: fa3_hopper.cu `launch`).
+template <int BN, bool PG, bool CH = false>
 __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   const int hb_all = a.heads * seq_count<PG>(a);
   const int per = a.sec * a.m_blocks;           // tiles in a full section
@@ -110,9 +112,11 @@ __device__ __forceinline__ bool tile_at(const Args& a, int idx, Tile& ti) {
   int lo = 0, hi = ti.sk - 1;
   if (a.wl >= 0) lo = max(lo, ti.m0 + ti.diag - a.wl);
   if (a.wr >= 0) hi = min(hi, row_last + ti.diag + a.wr);
-  if (a.chunk > 0) {  // chunked local attention: the chunks of the tile's first and last rows
-    lo = max(lo, chunk_lo(ti.m0 + ti.diag, a.chunk));
-    hi = min(hi, chunk_lo(row_last + ti.diag, a.chunk) + a.chunk - 1);
+  if constexpr (CH) {
+    if (a.chunk > 0) {  // chunked local attention: the chunks of the tile's first and last rows
+      lo = max(lo, chunk_lo(ti.m0 + ti.diag, a.chunk));
+      hi = min(hi, chunk_lo(row_last + ti.diag, a.chunk) + a.chunk - 1);
+    }
   }
   ti.n_min = hi >= lo ? lo / BN : 0;
   ti.n_max = hi >= lo ? hi / BN + 1 : 0;
