@@ -149,7 +149,8 @@ def _check_dump(probe, p: abi.KseekParams):
 
 def test_dense_launch_end_to_end(probe):
     s = Scenario(name="t", batch=2, seqlen_q=3, seqlen_k=5, heads_q=4, heads_kv=2, head_dim=16,
-                 head_dim_v=8, causal=True, window=(7, -1), softcap=30.0, scale=0.3, num_splits=5)
+                 head_dim_v=8, causal=True, window=(7, -1), softcap=30.0, scale=0.3, num_splits=5,
+                 attention_chunk=96)
     g = torch.Generator().manual_seed(0)
     q = torch.randn(2, 3, 4, 16, generator=g).to(torch.bfloat16)
     k = torch.randn(2, 5, 2, 16, generator=g).to(torch.bfloat16)
@@ -167,6 +168,7 @@ def test_dense_launch_end_to_end(probe):
     _check_dump(probe, p)
     assert (p.workspace, p.workspace_bytes) == (call.workspace.data_ptr(), 4016)   # what the kernel asked
     assert (p.causal, p.window_left, p.window_right) == (1, 7, 0)
+    assert p.attention_chunk == 96              # ABI 3, read back by the compiled probe in _check_dump
     assert p.v_row_stride == v.stride(1) == 8 and p.v_head_stride == 40
     assert (p.total_q, p.total_k) == (0, 0)     # dense: not given
     assert torch.equal(o[..., 0], q[..., 0])

@@ -586,3 +586,18 @@ def test_min_bytes_counts_only_keys_a_query_sees():
     pre = Scenario(name="p", batch=1, seqlen_q=4096, seqlen_k=4096, heads_q=8, heads_kv=8, head_dim=128,
                    causal=True, window=(1024, 0))
     assert pre._seen() == (4096, 4096)             # windows sliding over every key: all of them
+
+
+def test_attention_chunk_is_validated_counted_and_only_written_when_set(tmp_path):
+    """ABI 3's attention_chunk: a negative chunk names the field; the counts see only the row's own chunk
+    (Sq = Sk = 6, causal, chunk 4: rows 0-3 see 1..4 keys, rows 4-5 see 1..2); a scenario without one
+    writes no such key (old runs and the frozen grids read as before)."""
+    msg = grid_error(write(tmp_path, "grid: g\nscenarios:\n- {name: c, heads_q: 2, heads_kv: 2, head_dim: 64, "
+                                     "batch: 1, seqlen_q: 6, seqlen_k: 6, attention_chunk: -2}\n"))
+    assert_names(msg, "g.yaml", "'c'" if "'c'" in msg else "c", "attention_chunk")
+    s = Scenario(name="c", heads_q=2, heads_kv=2, head_dim=64, batch=1, seqlen_q=6, seqlen_k=6, causal=True,
+                 attention_chunk=4)
+    assert s.attended() == (1 + 2 + 3 + 4) + (1 + 2)
+    assert s.to_dict()["attention_chunk"] == 4 and "chunk4" in s.short()
+    assert "attention_chunk" not in Scenario(name="d", heads_q=2, heads_kv=2, head_dim=64, batch=1, seqlen_q=6,
+                                             seqlen_k=6).to_dict()
