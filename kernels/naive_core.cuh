@@ -23,10 +23,13 @@ __device__ __forceinline__ float to_float(__nv_bfloat16 x) { return __bfloat162f
 __device__ __forceinline__ float to_float(__half x) { return __half2float(x); }
 __device__ __forceinline__ float to_float(__nv_fp8_e4m3 x) { return static_cast<float>(x); }
 
-// attention_chunk C (kseek.h): the first key position of the chunk holding position p, by floor
+// attention_chunk C > 0 (kseek.h): the first key position of the chunk holding position p, by floor
 // division (p < 0 lies in a chunk before every key). The chunk's keys are [start, start + C - 1].
+// |p| < 2^31 (int32 lengths): 32-bit unsigned divisions (|p| + C - 1 < 2^32), no 64-bit division,
+// whose call made naive_wide_kernel spill.
 __host__ __device__ __forceinline__ int64_t chunk_start(int64_t p, int c) {
-  return (p >= 0 ? p / c : -((-p + c - 1) / c)) * c;
+  const uint32_t uc = (uint32_t)c;
+  return p >= 0 ? (int64_t)((uint32_t)p / uc) * c : -(int64_t)(((uint32_t)(-p) + uc - 1u) / uc) * c;
 }
 
 __device__ __forceinline__ void store(__nv_bfloat16* p, float x) { *p = __float2bfloat16_rn(x); }
