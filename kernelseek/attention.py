@@ -29,6 +29,7 @@ import torch
 
 from . import attention_cache as cache
 from . import attention_core as core
+from . import kv_update
 from .attention_core import _Call, _lib  # noqa: F401  (re-exported: tests, tools)
 from .attention_plan import Problem, solve
 
@@ -162,7 +163,8 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
 
 def _update_cache(q, k_cache, v_cache, k, v, *, seqlens, page_table, cache_batch_idx, cu_seqlens_q,
                   cu_seqlens_k_new, rotary_cos, rotary_sin, rotary_seqlens, rotary_interleaved, per_row):
-    """Append k/v (rotary) in place and rotate q: -> (q, key ends [B])."""
+    """Append k/v (rotary) in place and rotate q: -> (q, key ends [B]). CUDA tensors the kv_update kernel
+    takes go there (one launch); the rest (CPU tensors among them) take the torch ops of attention_cache."""
     if rotary_cos is not None and k is None:
         raise ValueError("kernelseek.attention: rotary_cos/sin need new k/v to append (as FlashAttention-3)")
     if (k is None) != (v is None):
@@ -170,6 +172,12 @@ def _update_cache(q, k_cache, v_cache, k, v, *, seqlens, page_table, cache_batch
     if k is None:
         return q, seqlens
     ro = seqlens if rotary_seqlens is None else rotary_seqlens
+    fused = kv_update.update(q, k_cache, v_cache, k, v, seqlens=seqlens, page_table=page_table,
+                             batch_idx=cache_batch_idx, cu_q=cu_seqlens_q, cu_new=cu_seqlens_k_new, cos=rotary_cos,
+                             sin=rotary_sin, ro=ro, interleaved=rotary_interleaved, per_row=per_row)
+    if fused is not None:            # one launch (kernels/kv_update.cu), bit for bit the torch ops below
+        core.step("kv-update")
+        return fused
     if rotary_cos is not None:
         core.step("rotary")
         q = cache.rotate_q(q, rotary_cos, rotary_sin, ro, cu_seqlens_q, per_row, rotary_interleaved)

@@ -6,8 +6,8 @@ single score or weight (so the fast paths run them):
 
 * attention_chunk C: passed to the kernel (kseek.h ABI 3: a query at key position p sees keys
   [floor(p/C) C, floor(p/C) C + C) only), on whatever route the call takes, like a window.
-* seqused_q: the used rows of each sequence are packed to the front (a device gather), solved as
-  varlen, and scattered back; unused rows get O = 0, lse = -inf.
+* seqused_q: each sequence becomes two varlen segments, its used rows with its keys and its unused
+  rows with none (O = 0, lse = -inf), so no row moves (`_seqused_segments`).
 * dense queries over a paged cache, in a shape the decode path or the prefill (16-bit or fp8) takes:
   one call; the kernel reads the pages in place or copies them into its workspace itself (since
   kernel v14: fp8, any page size, left padding; `_kernel_pages`).
@@ -223,47 +223,41 @@ def _packed_q(p: Problem):
     return p.q.reshape(b * sq, *p.q.shape[2:]), torch.arange(b + 1, device=p.q.device, dtype=torch.int32) * sq
 
 
-def _compact(q, cu, used):
-    """seqused_q: the first used[b] rows of each sequence packed to the front.
-    -> (q_c [T,H,D], cu_c [B+1], dest [T] row of each source row in q_c, keep [T] bool)."""
-    t = q.shape[0]
-    rows = torch.arange(t, device=q.device)
-    b_of = torch.searchsorted(cu[1:].long(), rows, right=True).clamp(max=cu.numel() - 2)
-    i = rows - cu.long()[b_of]
-    used = torch.minimum(used.long(), (cu[1:] - cu[:-1]).long())
-    keep = i < used[b_of]
-    cu_c = F.pad(torch.cumsum(used, 0), (1, 0)).to(torch.int32)
-    dest = torch.where(keep, cu_c.long()[b_of] + i, torch.full_like(i, t))
-    q_c = torch.zeros((t + 1,) + tuple(q.shape[1:]), dtype=torch.uint8 if q.element_size() == 1 else q.dtype,
-                      device=q.device)
-    q_c.index_copy_(0, dest, q.view(torch.uint8) if q.element_size() == 1 else q)
-    return q_c[:t].view(q.dtype), cu_c, dest.clamp(max=max(t - 1, 0)), keep
+def _seqused_segments(p: Problem, cu_q, cu_k, used_k):
+    """seqused_q in place, as 2B varlen segments: sequence b becomes its first used rows (its keys, as
+    before: FA3 aligns a causal mask to the used length) and the rest of its rows with no key, which
+    kseek.h answers with O = 0 and lse = -inf. No row moves, so nothing is gathered or scattered.
+    -> (cu_q [2B+1], cu_k [2B+1], seqused_k [2B], descales with each sequence's row twice)."""
+    starts = cu_q[:-1]
+    mid = starts + torch.minimum(_i32(p.seqused_q), cu_q[1:] - starts).clamp(min=0)
+    pair = lambda a, b: torch.stack((a, b), 1).flatten()                     # noqa: E731  [a0, b0, a1, b1...]
+    cu_q2 = torch.cat((pair(starts, mid), cu_q[-1:]))
+    cu_k2 = torch.cat((pair(cu_k[:-1], cu_k[1:]), cu_k[-1:]))
+    used2 = pair(used_k, torch.zeros_like(used_k))
+    desc = tuple(None if d is None else d.repeat_interleave(2, dim=0) for d in p.descales)
+    return cu_q2, cu_k2, used2, desc
 
 
 def _packed(p: Problem):
-    """The general path: packed q (seqused_q compacted), packed keys; back to p's layout."""
+    """The general path: packed q, packed keys (seqused_q as segments); back to p's layout."""
     core.step("packed")
     q, cu_q = _packed_q(p)
-    unpack = None
-    if p.seqused_q is not None:
-        core.step("compact-seqused-q")
-        q, cu_q, dest, keep = _compact(q, cu_q, p.seqused_q)
-        unpack = (dest, keep)
     k, v, cu_k, used = _packed_kv(p)
-    c = core.Core(q=q, k=k, v=v, batch=p.batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
+    batch, descales = p.batch, p.descales
+    if p.seqused_q is not None:
+        core.step("seqused-q-segments")
+        cu_q, cu_k, used, descales = _seqused_segments(p, cu_q, cu_k, used)
+        batch = 2 * p.batch
+    c = core.Core(q=q, k=k, v=v, batch=batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
                   window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
-                  seqused_k=used, leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=p.descales,
+                  seqused_k=used, leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=descales,
                   num_splits=p.num_splits, chunk=p.chunk)
-    return _unpack(p, core.run(c), unpack)
+    return _unpack(p, core.run(c))
 
 
-def _unpack(p: Problem, out, unpack):
-    """(o, lse) of a packed call back in p's layout (seqused_q rows scattered back, dense q reshaped)."""
+def _unpack(p: Problem, out):
+    """(o, lse) of a packed call back in p's layout (dense q reshaped)."""
     o, lse = out
-    if unpack is not None:
-        dest, keep = unpack
-        o = torch.where(keep[:, None, None], o[dest], torch.zeros((), dtype=o.dtype, device=o.device))
-        lse = torch.where(keep[None, :], lse[:, dest], torch.full((), float("-inf"), device=lse.device))
     if p.cu_q is None:
         b, sq, hq = p.q.shape[0], p.q.shape[1], p.q.shape[2]
         o = o.view(b, sq, hq, -1)

@@ -49,7 +49,7 @@ def test_varlen_seqused_q_k_and_chunk():
                                           attention_chunk=chunk, return_attn_probs=True)
         close(o, lse, *R.attention_ref(q, k, v, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k, seqused_q=uq, seqused_k=uk,
                                        causal=causal, attention_chunk=chunk))
-        assert ("compact-seqused-q" in C.RECORD["steps"]) == (uq is not None)
+        assert ("seqused-q-segments" in C.RECORD["steps"]) == (uq is not None)
     # rows past seqused_q are zeros with lse -inf
     o, lse = A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 7, 9, seqused_q=used_q, return_attn_probs=True)
     assert (o[3:5] == 0).all() and torch.isinf(lse[:, 3:5]).all()
