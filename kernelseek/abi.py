@@ -154,11 +154,12 @@ def _ptr(t) -> int | None:
 def _strides(t, name: str, dims: int) -> tuple[int, int, int]:
     """(batch, row, head) strides in elements of a [B, S, H, D] (dims=4) or [total, H, D] (dims=3)
     tensor; varlen has no batch stride (0)."""
-    if t.dim() != dims:
+    st = t.stride()                                  # one call: this runs 4 times per kernel call
+    if len(st) != dims:
         raise ValueError(f"{name}: expected {dims} dims, got shape {tuple(t.shape)}")
-    if t.stride(-1) != 1:
-        raise ValueError(f"{name}: the last dimension must be contiguous (stride {t.stride(-1)})")
-    return (t.stride(0), t.stride(1), t.stride(2)) if dims == 4 else (0, t.stride(0), t.stride(1))
+    if st[-1] != 1:
+        raise ValueError(f"{name}: the last dimension must be contiguous (stride {st[-1]})")
+    return st[:3] if dims == 4 else (0, st[0], st[1])
 
 
 def make_params(s, inp, o, lse, workspace=None) -> KseekParams:

@@ -29,6 +29,7 @@ RECORD: dict = {"steps": [], "paths": []}
 PATH_COUNTS: Counter = Counter()
 _LIBS: dict[str, object] = {}
 _DEFAULT_KEY = str(DEFAULT_KERNEL)
+_LAST_ENV: list = []               # [(KSEEK_ATTENTION_KERNEL, KSEEK_ATTENTION_DEFINES), _LIBS key] of the last call
 
 
 def reset_record() -> None:
@@ -107,8 +108,13 @@ def _lib(kernel: str | os.PathLike | None = None):
     """The loaded kernel library (built, checked and loaded on the first call per path; then cached).
     KSEEK_ATTENTION_KERNEL names another kernel; KSEEK_ATTENTION_DEFINES="NAME=VALUE,..." builds a variant
     (the -D flags of `kernelseek eval --define`, for A/B runs through this interface)."""
-    path = str(kernel) if kernel else (os.environ.get("KSEEK_ATTENTION_KERNEL") or _DEFAULT_KEY)
-    spec = os.environ.get("KSEEK_ATTENTION_DEFINES", "").strip()
+    env = None if kernel else (os.environ.get("KSEEK_ATTENTION_KERNEL"), os.environ.get("KSEEK_ATTENTION_DEFINES"))
+    if env is not None and _LAST_ENV and _LAST_ENV[0] == env:   # the per-call case: same settings as last time
+        lib = _LIBS.get(_LAST_ENV[1])
+        if lib is not None:
+            return lib
+    path = str(kernel) if kernel else (env[0] or _DEFAULT_KEY)
+    spec = ((env[1] if env is not None else os.environ.get("KSEEK_ATTENTION_DEFINES")) or "").strip()
     defines = {}
     for item in filter(None, (x.strip() for x in spec.split(","))):
         name, eq, value = item.partition("=")
@@ -116,6 +122,8 @@ def _lib(kernel: str | os.PathLike | None = None):
             raise ValueError(f"KSEEK_ATTENTION_DEFINES: {item!r} is not NAME=VALUE")
         defines[name] = value
     key = path + "".join(f" -D{k}={v}" for k, v in sorted(defines.items()))
+    if env is not None:
+        _LAST_ENV[:] = [env, key]
     lib = _LIBS.get(key)
     if lib is not None:
         return lib
