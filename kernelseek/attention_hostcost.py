@@ -19,7 +19,6 @@ host work (tensor maps, cudaLaunchKernel). tools/hostcost.py prints the table fo
 from __future__ import annotations
 
 import contextlib
-import functools
 import hashlib
 import os
 import subprocess
@@ -261,17 +260,9 @@ def grid_rows(shrink_by: int = 16, pattern: str | None = None) -> list[dict]:
 
 
 def bound_call(call, caches=None):
-    """A no-argument callable making `call`'s kernelseek.attention call, its arguments prepared
-    once (fa3api_grid.Call.run rebuilds them per call, which is the grid's cost, not ours)."""
-    r, t, kw = call.row, call.t, call.kwargs()
-    if r["fn"] == "func":
-        return functools.partial(A.flash_attn_func, t["q"], t["k"], t["v"], return_attn_probs=True, **kw)
-    if r["fn"] == "varlen":
-        pos = [kw.pop(n) for n in ("cu_seqlens_q", "cu_seqlens_k", "max_seqlen_q", "max_seqlen_k")]
-        return functools.partial(A.flash_attn_varlen_func, t["q"], t["k"], t["v"], *pos, return_attn_probs=True,
-                                 **kw)
-    kc, vc = caches or call.caches()
-    return functools.partial(A.flash_attn_with_kvcache, t["q"], kc, vc, return_softmax_lse=True, **kw)
+    """A no-argument callable making `call`'s kernelseek.attention call, its arguments prepared once
+    (fa3api_grid.Call.bound, what the grid times)."""
+    return call.bound(caches=caches)
 
 
 def measure_row(row: dict, lib: abi.KernelLib | None, reps: int = 200, device: str = "cpu") -> dict:

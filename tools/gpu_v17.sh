@@ -5,7 +5,7 @@
 #           hopper + optest check-only (the naive kernels of 91aacf0 never ran on a GPU), the fa3api grid
 #           timed (per call and graph, against FA3 or the call without the feature), and the host cost per
 #           call on CUDA by stage (tools/hostcost.py --device cuda)
-#   fa3     FlashAttention-3's forward tests at FA3_SAMPLE cases per function (tools/gpu_fa3api.sh, SKIP_GRID=1;
+#   fa3     the fa3api grid timed and the host cost again, FlashAttention-3's forward tests at FA3_SAMPLE cases per function (tools/gpu_fa3api.sh, SKIP_GRID=1;
 #           carry .fa3tests too), then s01's step kernel by kernel (tools/step_kernels.py) with what is left
 # carry .whl .kseek-cache .fa3 (.fa3tests for fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v17.sh check|fa3
 set -uo pipefail
@@ -27,6 +27,10 @@ case $mode in
     log "optest check"; timeout -k 5 "$(cap 60)" "${ev[@]}" --grid optest --check-only > "$OUT/optest.txt" 2>&1; grep -E '^correct' "$OUT/optest.txt"
     ;;
   fa3)
+    log "fa3api grid"; timeout -k 5 "$(cap 120)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
+      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "hostcost cuda"; timeout -k 5 "$(cap 60)" python3 tools/hostcost.py --device cuda --reps "${HOSTCOST_REPS:-50}" \
+      --json "$OUT/hostcost_cuda.json" > "$OUT/hostcost_cuda.txt" 2>&1; cut -c1-60 "$OUT/hostcost_cuda.txt"
     log "FA3 forward tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - ${STEP_S:-90} )) bash tools/gpu_fa3api.sh \
       > "$OUT/fa3tests.log" 2>&1; tail -22 "$OUT/fa3tests.log" | cut -c1-160
     log "s01 step kernels"; timeout -k 5 "$(cap "${STEP_S:-90}")" python3 tools/step_kernels.py "${STEP_ROWS:-^s0[14]}" \
