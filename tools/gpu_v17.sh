@@ -7,6 +7,7 @@
 #           call on CUDA by stage (tools/hostcost.py --device cuda)
 #   fa3     the fa3api grid timed and the host cost again, FlashAttention-3's forward tests at FA3_SAMPLE cases per function (tools/gpu_fa3api.sh, SKIP_GRID=1;
 #           carry .fa3tests too), then s01's step kernel by kernel (tools/step_kernels.py) with what is left
+#   overlap the KSEEK_FA3_MIXED_SMS sweep (tools/mixed_overlap_probe.py) on serving rows s01-s07
 # carry .whl .kseek-cache .fa3 (.fa3tests for fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v17.sh check|fa3
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -36,6 +37,11 @@ case $mode in
     log "s01 step kernels"; timeout -k 5 "$(cap "${STEP_S:-90}")" python3 tools/step_kernels.py "${STEP_ROWS:-^s0[14]}" \
       > "$OUT/step_kernels.txt" 2>&1; tail -40 "$OUT/step_kernels.txt" | cut -c1-150
     ;;
-  *) echo "unknown mode $mode (check, fa3)"; exit 2 ;;
+  overlap)   # the KSEEK_FA3_MIXED_SMS sweep on the serving rows (the -1 probe build, prebuilt into .kseek-cache)
+    log "mixed overlap probe"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_SMS=-1 timeout -k 5 "$(cap 480)" \
+      python3 tools/mixed_overlap_probe.py "${ROWS:-^s0[1-7]}" "${CAPS:-0,66,88,100,112,124}" > "$OUT/overlap.txt" 2>&1
+    grep -v "^  " "$OUT/overlap.txt" | tail -12
+    ;;
+  *) echo "unknown mode $mode (check, fa3, overlap)"; exit 2 ;;
 esac
 log done

@@ -235,40 +235,89 @@ __global__ void __launch_bounds__(256) split_ids(const int32_t* ids, int n, int3
     else ids_p[1 + i - ng] = ids[1 + i];
   }
 }
-// The prefill part over dense slots: split the list, copy the slotted sequences' pages, run the prefill
-// over the slots (K/V batch coordinate = list position), then in place for the rest when there can be
-// any. A kseek_status, or -1 (nothing launched since the decode: the caller falls back).
-static int run_mixed_slots(const kseek_params* p, cudaStream_t stream, const int32_t* ids, int slots) {
+// The prefill part over dense slots, split in two so that a mixed call can put its launches on another
+// stream: slots_prep splits the list and copies the slotted sequences' pages (false: the slots cannot be
+// used, nothing launched); slots_run runs the prefill over the slots (K/V batch coordinate = list
+// position), then in place for the rest when there can be any. A kseek_status, or -1 (the caller's
+// in-place prefill over the whole list rewrites every row the slots' launch may have written: the list
+// and the copies are workspace only).
+struct Slots {
+  kseek_params d;
+  int32_t* ids_g;
+  int32_t* ids_p;
+};
+static int slots_prep(const kseek_params* p, cudaStream_t stream, const int32_t* ids, int slots, Slots& sl) {
   char* w = static_cast<char*>(p->workspace) + mixed_ids_bytes(p);
-  int32_t* ids_g = reinterpret_cast<int32_t*>(w);
-  int32_t* ids_p = reinterpret_cast<int32_t*>(w + mixed_ids_bytes(p));
+  sl.ids_g = reinterpret_cast<int32_t*>(w);
+  sl.ids_p = reinterpret_cast<int32_t*>(w + mixed_ids_bytes(p));
   // d's K/V maps claim B batches (d.batch stays B: q, o, cu_q and seqused are per sequence) over `slots`
   // of memory; the prefill's K/V batch coordinate is the list position (Args::kslot), < ids_g[0] <= slots
-  const kseek_params d = pg::slot_view(p, w + 2 * mixed_ids_bytes(p), slots);
-  if (!fa3::fast_ok(&d)) return -1;
-  split_ids<<<1, 256, 0, stream>>>(ids, slots, ids_g, ids_p);
+  sl.d = pg::slot_view(p, w + 2 * mixed_ids_bytes(p), slots);
+  if (!fa3::fast_ok(&sl.d)) return -1;
+  split_ids<<<1, 256, 0, stream>>>(ids, slots, sl.ids_g, sl.ids_p);
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
-  if (const int st = pg::launch_listed(p, &d, ids_g, slots, stream); st != KSEEK_OK) return st;
+  return pg::launch_listed(p, &sl.d, sl.ids_g, slots, stream);
+}
+static int slots_run(const kseek_params* p, cudaStream_t stream, const Slots& sl, int slots) {
   fa3::g_kslot = 1;
-  int r = fa3::fwd(&d, stream, ids_g);
+  int r = fa3::fwd(&sl.d, stream, sl.ids_g);
   fa3::g_kslot = 0;
-  // -1 (a launch the prefill does not take): the caller's in-place prefill over the whole list rewrites
-  // every row the slots' launch may have written (the list and the copies are workspace only)
   if (r != KSEEK_OK) return r;
-  if (slots < p->batch) r = fa3::fwd(p, stream, ids_p);
+  if (slots < p->batch) r = fa3::fwd(p, stream, sl.ids_p);
   return r;
 }
 #endif
 
-// A mixed call: the list, the decode launch (its workspace after the list), the prefill launch.
+// KSEEK_FA3_MIXED_SMS (variants.cuh): a mixed call's prefill part on a second stream, at the device's
+// highest priority, beside the decode part on the caller's stream. The stream and its two events are
+// made once per device, never while the caller's stream is being captured (a call captured first runs
+// on one stream); fork after the list (and the slots' page copy), join before kseek_fwd returns, so
+// the caller's stream orders everything after the call as before.
+static int g_mixed_sms_probe = 0;  // KSEEK_FA3_MIXED_SMS=-1: set through kseek_fa3_probe_mixed_sms
+static int mixed_sms() { return fa3::build::kMixedSms >= 0 ? fa3::build::kMixedSms : g_mixed_sms_probe; }
+struct Side {
+  cudaStream_t s;
+  cudaEvent_t fork, join;
+};
+static Side g_side[fa3::kMaxDev];
+static Side* side_for(cudaStream_t stream) {
+  const int dev = fa3::current_device();
+  if (dev < 0 || dev >= fa3::kMaxDev) return nullptr;
+  Side& sd = g_side[dev];
+  if (sd.s) return &sd;
+  cudaStreamCaptureStatus st = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &st) != cudaSuccess || st != cudaStreamCaptureStatusNone) {
+    cudaGetLastError();
+    return nullptr;
+  }
+  int least = 0, greatest = 0;
+  cudaStream_t s = nullptr;
+  cudaEvent_t f = nullptr, j = nullptr;
+  if (cudaDeviceGetStreamPriorityRange(&least, &greatest) != cudaSuccess ||
+      cudaStreamCreateWithPriority(&s, cudaStreamNonBlocking, greatest) != cudaSuccess ||
+      cudaEventCreateWithFlags(&f, cudaEventDisableTiming) != cudaSuccess ||
+      cudaEventCreateWithFlags(&j, cudaEventDisableTiming) != cudaSuccess) {
+    if (s) cudaStreamDestroy(s);
+    if (f) cudaEventDestroy(f);
+    if (j) cudaEventDestroy(j);
+    cudaGetLastError();
+    return nullptr;
+  }
+  sd.s = s, sd.fork = f, sd.join = j;
+  return &sd;
+}
+
+// A mixed call: the list, the decode launch (its workspace after the list), the prefill launch; with
+// KSEEK_FA3_MIXED_SMS the prefill on the side stream, its grid capped, then the decode, then the join.
 // -1 when it cannot run that way (the caller falls back; a decode launch already made is harmless:
 // the fallback writes every row).
 static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   const size_t idb = mixed_ids_bytes(p);
   size_t extra = 0;  // KSEEK_FA3_MIXED_GATHER: lists and slots between the list and the decode's workspace
+  int slots = 0;
 #if KSEEK_FA3_MIXED_GATHER
   g_mixed_slotted = 0;
-  int slots = mixed_slots(p);
+  slots = mixed_slots(p);
   extra = mixed_gather_bytes(p);
   if (p->workspace_bytes < idb + extra + dec::workspace_bytes(p)) slots = 0, extra = 0;  // too small: in place
 #endif
@@ -280,17 +329,48 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   pd.workspace_bytes = p->workspace_bytes - idb - extra;
   long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), ids);
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
-  const int r = dec::run(&pd, stream);
-  if (r != KSEEK_OK) return r;
+  const int cap = mixed_sms();
+  Side* side = cap > 0 ? side_for(stream) : nullptr;
+  if (side == nullptr) {  // one stream: the decode, then the prefill
+    const int r = dec::run(&pd, stream);
+    if (r != KSEEK_OK) return r;
 #if KSEEK_FA3_MIXED_GATHER
-  if (slots > 0) {
-    const int rs = run_mixed_slots(p, stream, ids, slots);
-    g_mixed_slotted = rs == KSEEK_OK;
-    if (rs != -1) return rs;
+    if (slots > 0) {
+      Slots sl;
+      int rs = slots_prep(p, stream, ids, slots, sl);
+      if (rs == KSEEK_OK) rs = slots_run(p, stream, sl, slots);
+      g_mixed_slotted = rs == KSEEK_OK;
+      if (rs != -1) return rs;
+    }
+#endif
+    return fa3::fwd(p, stream, ids);
+  }
+  int rp = -1;  // the prefill part's status; -1: in place over the whole list
+#if KSEEK_FA3_MIXED_GATHER
+  Slots sl;
+  int rs = slots > 0 ? slots_prep(p, stream, ids, slots, sl) : -1;
+  if (rs != KSEEK_OK && rs != -1) return rs;
+#endif
+  if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->s, side->fork, 0) != cudaSuccess)
+    return KSEEK_ERR_CUDA;
+  fa3::g_grid_cap = cap;
+#if KSEEK_FA3_MIXED_GATHER
+  if (rs == KSEEK_OK) {
+    rp = slots_run(p, side->s, sl, slots);
+    g_mixed_slotted = rp == KSEEK_OK;
   }
 #endif
-  return fa3::fwd(p, stream, ids);
+  if (rp == -1) rp = fa3::fwd(p, side->s, ids);
+  fa3::g_grid_cap = 0;
+  const bool joined = cudaEventRecord(side->join, side->s) == cudaSuccess;
+  const int r = dec::run(&pd, stream);
+  if (!joined || cudaStreamWaitEvent(stream, side->join, 0) != cudaSuccess) return KSEEK_ERR_CUDA;
+  return r != KSEEK_OK ? r : rp;
 }
+#if KSEEK_FA3_MIXED_SMS < 0
+// Probe builds only: the SM cap of the next mixed calls (0: one stream), for the A/B sweep.
+extern "C" void kseek_fa3_probe_mixed_sms(int sms) { g_mixed_sms_probe = sms; }
+#endif
 #else
 namespace fa3 {
 inline int g_last_path = -1;  // as in prefill_host.cuh: the fallback build only ever sets 0

@@ -207,6 +207,9 @@ inline int launch_status(cudaError_t e) {
 // host-only, per thread (one kseek_fwd at a time per thread).
 inline thread_local int g_kslot = 0;
 #endif
+// > 0: the persistent grid of the next launches is capped at this many CTAs (a mixed call's prefill part
+// beside its decode part, fa3_hopper.cu run_mixed; KSEEK_FA3_MIXED_SMS); host-only, per thread
+inline thread_local int g_grid_cap = 0;
 
 // Everything one prefill launch passes: the tensor maps, the kernel arguments and the grid.
 struct Launch {
@@ -272,7 +275,8 @@ bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, const
   a.slot = (int)(launches.fetch_add(1, std::memory_order_relaxed) % kSchedSlots);
   const int sms = sm_count(current_device());
   if (sms <= 0) return false;
-  l.grid = dim3((unsigned)(tiles < sms ? tiles : sms));  // persistent: one CTA per SM at most
+  const int ctas = g_grid_cap > 0 && g_grid_cap < sms ? g_grid_cap : sms;
+  l.grid = dim3((unsigned)(tiles < ctas ? tiles : ctas));  // persistent: one CTA per SM at most
   return true;
 }
 

@@ -75,6 +75,12 @@
 //   -DKSEEK_FA3_MIXED_GATHER_MB=1024  the slots' budget, MiB (> 0)
 //   -DKSEEK_FA3_MIXED_GATHER_SLOTS=0  at most this many slots (0: as many as the budget holds; 1 in the GPU
 //                                  test, so that a step's other long sequences take the in-place launch)
+//   -DKSEEK_FA3_MIXED_SMS=0        a mixed call's prefill part on a second (high-priority) stream beside its
+//                                  decode part, its persistent grid capped at this many SMs so that the
+//                                  decode's CTAs run on the others at the same time (memory-bound decode under
+//                                  compute-bound prefill); 0 (default): one stream, decode then prefill. -1:
+//                                  the cap is set at run time through kseek_fa3_probe_mixed_sms (probe builds
+//                                  for the A/B sweep, tools/mixed_overlap_probe.py; starts at 0)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -126,6 +132,9 @@
 #endif
 #ifndef KSEEK_FA3_MIXED_GATHER_SLOTS
 #define KSEEK_FA3_MIXED_GATHER_SLOTS 0
+#endif
+#ifndef KSEEK_FA3_MIXED_SMS
+#define KSEEK_FA3_MIXED_SMS 0
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -187,6 +196,8 @@ static_assert(KSEEK_FA3_MIXED_GATHER_MB > 0, "KSEEK_FA3_MIXED_GATHER_MB must be 
 constexpr long long kMixedGatherBytes = (long long)KSEEK_FA3_MIXED_GATHER_MB << 20;
 static_assert(KSEEK_FA3_MIXED_GATHER_SLOTS >= 0, "KSEEK_FA3_MIXED_GATHER_SLOTS must be >= 0");
 constexpr int kMixedGatherSlots = KSEEK_FA3_MIXED_GATHER_SLOTS;
+static_assert(KSEEK_FA3_MIXED_SMS >= -1, "KSEEK_FA3_MIXED_SMS must be -1 (probe), 0 (off) or an SM count");
+constexpr int kMixedSms = KSEEK_FA3_MIXED_SMS;
 
 }  // namespace build
 }  // namespace fa3
