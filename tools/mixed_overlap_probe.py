@@ -1,16 +1,16 @@
-"""Serving steps with the prefill part beside the decode part (KSEEK_FA3_MIXED_SMS), swept on the GPU.
+"""Serving steps with the prefill part beside the decode part (KSEEK_FA3_MIXED_RESERVE), swept on the GPU.
 
 A mixed call (kernels/fa3_hopper/fa3_hopper.cu run_mixed) runs its memory-bound decode part and its
 compute-bound prefill part one after the other; FA3 overlaps them in one persistent kernel. This probe
-takes the -DKSEEK_FA3_MIXED_SMS=-1 build (its cap set at run time through kseek_fa3_probe_mixed_sms)
-and, per serving row: FA3's step in graph replay, then ours at each cap (0: one stream, the default
-build's behaviour; N: the prefill's persistent grid capped at N CTAs on a high-priority second stream,
-the decode beside it), each captured afresh and replayed with the L2 flushed before every replay
-(median us), the eager per-call median, and whether the step's output equals the cap-0 output bit for
+takes the -DKSEEK_FA3_MIXED_RESERVE=-1 build (the SMs reserved for the decode set at run time through
+kseek_fa3_probe_mixed_reserve) and, per serving row: FA3's step in graph replay, then ours at each
+reserve (0: one stream, v16; N: the prefill's persistent grid capped at the SM count less N, on a
+high-priority second stream, the decode beside it), each captured afresh and replayed with the L2 flushed before every replay
+(median us), the eager per-call median, and whether the step's output equals the reserve-0 output bit for
 bit (the same kernels compute the same rows; only where they run changes).
 
-    KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_SMS=-1 python tools/mixed_overlap_probe.py [ROW_REGEX] [CAPS]
-    (GPU machine; CAPS comma-separated, default 0,66,88,100,112,124)
+    KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 python tools/mixed_overlap_probe.py [ROW_REGEX] [RESERVES]
+    (GPU machine; RESERVES comma-separated, default 0,8,20,32,44,66; session 17 swept caps 66-124 of 132)
 """
 import os
 import re
@@ -34,15 +34,15 @@ def graph_us(fn, hooks) -> float:
     return statistics.median(t.replays(REPLAYS)) * 1e3
 
 
-def main(pattern: str = "^s0[1-7]", caps: str = "0,66,88,100,112,124") -> int:
-    if "KSEEK_FA3_MIXED_SMS=-1" not in os.environ.get("KSEEK_ATTENTION_DEFINES", ""):
-        print("set KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_SMS=-1 (the probe build)")
+def main(pattern: str = "^s0[1-7]", caps: str = "0,8,20,32,44,66") -> int:
+    if "KSEEK_FA3_MIXED_RESERVE=-1" not in os.environ.get("KSEEK_ATTENTION_DEFINES", ""):
+        print("set KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 (the probe build)")
         return 2
-    setter = C._lib().dll.kseek_fa3_probe_mixed_sms
+    setter = C._lib().dll.kseek_fa3_probe_mixed_reserve
     setter.argtypes, setter.restype = [C.abi.ctypes.c_int], None
     hooks = FlushHooks(torch.device("cuda"))
     caps_ = [int(c) for c in caps.split(",")]
-    print(f"{'row':<44} {'fa3 us':>8} " + " ".join(f"{'cap ' + str(c):>12}" for c in caps_) + "   (graph us / per-call us; = bits equal cap 0)")
+    print(f"{'row':<44} {'fa3 us':>8} " + " ".join(f"{'rsv ' + str(c):>12}" for c in caps_) + "   (graph us / per-call us; = bits equal reserve 0)")
     for row in G.load_rows():
         if not re.search(pattern, row.name):
             continue
@@ -59,7 +59,7 @@ def main(pattern: str = "^s0[1-7]", caps: str = "0,66,88,100,112,124") -> int:
             g = graph_us(lambda: G.ours(call), hooks)
             pc = time_ms(lambda: G.ours(call), 20) * 1e3
             cells.append(f"{g:6.1f}/{pc:5.0f}{same}")
-            print(f"  {row.name} cap {cap}: graph {g:.1f} us, per call {pc:.0f} us, fa3 {fa3:.1f} us, "
+            print(f"  {row.name} reserve {cap}: graph {g:.1f} us, per call {pc:.0f} us, fa3 {fa3:.1f} us, "
                   f"speed {fa3 / g:.3f}, paths {C.RECORD['paths']}", flush=True)
         setter(0)
         print(f"{row.name[:44]:<44} {fa3:8.1f} " + " ".join(f"{c:>12}" for c in cells), flush=True)

@@ -268,13 +268,20 @@ static int slots_run(const kseek_params* p, cudaStream_t stream, const Slots& sl
 }
 #endif
 
-// KSEEK_FA3_MIXED_SMS (variants.cuh): a mixed call's prefill part on a second stream, at the device's
-// highest priority, beside the decode part on the caller's stream. The stream and its two events are
+// KSEEK_FA3_MIXED_RESERVE (variants.cuh): a mixed call's prefill part on a second stream, at the device's
+// highest priority, its grid capped at the SM count less the reserve, beside the decode part on the
+// caller's stream. The stream and its two events are
 // made once per device, never while the caller's stream is being captured (a call captured first runs
 // on one stream); fork after the list (and the slots' page copy), join before kseek_fwd returns, so
 // the caller's stream orders everything after the call as before.
-static int g_mixed_sms_probe = 0;  // KSEEK_FA3_MIXED_SMS=-1: set through kseek_fa3_probe_mixed_sms
-static int mixed_sms() { return fa3::build::kMixedSms >= 0 ? fa3::build::kMixedSms : g_mixed_sms_probe; }
+static int g_mixed_reserve_probe = 0;  // KSEEK_FA3_MIXED_RESERVE=-1: set by kseek_fa3_probe_mixed_reserve
+// The prefill part's grid cap (0: one stream): the SM count less the reserve, when that leaves both sides SMs.
+static int mixed_cap() {
+  const int reserve = fa3::build::kMixedReserve >= 0 ? fa3::build::kMixedReserve : g_mixed_reserve_probe;
+  if (reserve <= 0) return 0;
+  const int sms = fa3::sm_count(fa3::current_device());
+  return sms - reserve >= 1 ? sms - reserve : 0;
+}
 struct Side {
   cudaStream_t s;
   cudaEvent_t fork, join;
@@ -308,7 +315,7 @@ static Side* side_for(cudaStream_t stream) {
 }
 
 // A mixed call: the list, the decode launch (its workspace after the list), the prefill launch; with
-// KSEEK_FA3_MIXED_SMS the prefill on the side stream, its grid capped, then the decode, then the join.
+// KSEEK_FA3_MIXED_RESERVE the prefill on the side stream, its grid capped, then the decode, then the join.
 // -1 when it cannot run that way (the caller falls back; a decode launch already made is harmless:
 // the fallback writes every row).
 static int run_mixed(const kseek_params* p, cudaStream_t stream) {
@@ -329,7 +336,7 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   pd.workspace_bytes = p->workspace_bytes - idb - extra;
   long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), ids);
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
-  const int cap = mixed_sms();
+  const int cap = mixed_cap();
   Side* side = cap > 0 ? side_for(stream) : nullptr;
   if (side == nullptr) {  // one stream: the decode, then the prefill
     const int r = dec::run(&pd, stream);
@@ -367,9 +374,9 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   if (!joined || cudaStreamWaitEvent(stream, side->join, 0) != cudaSuccess) return KSEEK_ERR_CUDA;
   return r != KSEEK_OK ? r : rp;
 }
-#if KSEEK_FA3_MIXED_SMS < 0
-// Probe builds only: the SM cap of the next mixed calls (0: one stream), for the A/B sweep.
-extern "C" void kseek_fa3_probe_mixed_sms(int sms) { g_mixed_sms_probe = sms; }
+#if KSEEK_FA3_MIXED_RESERVE < 0
+// Probe builds only: the SMs reserved for the decode part of the next mixed calls (0: one stream).
+extern "C" void kseek_fa3_probe_mixed_reserve(int sms) { g_mixed_reserve_probe = sms; }
 #endif
 #else
 namespace fa3 {

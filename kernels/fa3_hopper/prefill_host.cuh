@@ -208,7 +208,7 @@ inline int launch_status(cudaError_t e) {
 inline thread_local int g_kslot = 0;
 #endif
 // > 0: the persistent grid of the next launches is capped at this many CTAs (a mixed call's prefill part
-// beside its decode part, fa3_hopper.cu run_mixed; KSEEK_FA3_MIXED_SMS); host-only, per thread
+// beside its decode part, fa3_hopper.cu run_mixed; KSEEK_FA3_MIXED_RESERVE); host-only, per thread
 inline thread_local int g_grid_cap = 0;
 
 // Everything one prefill launch passes: the tensor maps, the kernel arguments and the grid.

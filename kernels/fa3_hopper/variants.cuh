@@ -75,12 +75,15 @@
 //   -DKSEEK_FA3_MIXED_GATHER_MB=1024  the slots' budget, MiB (> 0)
 //   -DKSEEK_FA3_MIXED_GATHER_SLOTS=0  at most this many slots (0: as many as the budget holds; 1 in the GPU
 //                                  test, so that a step's other long sequences take the in-place launch)
-//   -DKSEEK_FA3_MIXED_SMS=0        a mixed call's prefill part on a second (high-priority) stream beside its
-//                                  decode part, its persistent grid capped at this many SMs so that the
-//                                  decode's CTAs run on the others at the same time (memory-bound decode under
-//                                  compute-bound prefill); 0 (default): one stream, decode then prefill. -1:
-//                                  the cap is set at run time through kseek_fa3_probe_mixed_sms (probe builds
-//                                  for the A/B sweep, tools/mixed_overlap_probe.py; starts at 0)
+//   -DKSEEK_FA3_MIXED_RESERVE=20   a mixed call's prefill part on a second (high-priority) stream beside its
+//                                  decode part, its persistent grid capped at the SM count less this many
+//                                  SMs, which the decode's CTAs have to themselves meanwhile (memory-bound
+//                                  decode beside compute-bound prefill); 0: one stream, decode then prefill
+//                                  (v16). -1: set at run time through kseek_fa3_probe_mixed_reserve (probe
+//                                  builds, tools/mixed_overlap_probe.py; starts at 0). H200, session 17,
+//                                  serving s01-s07 graph: reserve 20 (grid 112) 0.5-3.6% faster on every row
+//                                  than one stream, outputs bit for bit the same; 66 SMs reserved: s02 -6.5%
+//                                  but s04 +30%, s05 +34% (NOTES v17)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -133,8 +136,8 @@
 #ifndef KSEEK_FA3_MIXED_GATHER_SLOTS
 #define KSEEK_FA3_MIXED_GATHER_SLOTS 0
 #endif
-#ifndef KSEEK_FA3_MIXED_SMS
-#define KSEEK_FA3_MIXED_SMS 0
+#ifndef KSEEK_FA3_MIXED_RESERVE
+#define KSEEK_FA3_MIXED_RESERVE 20
 #endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
@@ -196,8 +199,8 @@ static_assert(KSEEK_FA3_MIXED_GATHER_MB > 0, "KSEEK_FA3_MIXED_GATHER_MB must be 
 constexpr long long kMixedGatherBytes = (long long)KSEEK_FA3_MIXED_GATHER_MB << 20;
 static_assert(KSEEK_FA3_MIXED_GATHER_SLOTS >= 0, "KSEEK_FA3_MIXED_GATHER_SLOTS must be >= 0");
 constexpr int kMixedGatherSlots = KSEEK_FA3_MIXED_GATHER_SLOTS;
-static_assert(KSEEK_FA3_MIXED_SMS >= -1, "KSEEK_FA3_MIXED_SMS must be -1 (probe), 0 (off) or an SM count");
-constexpr int kMixedSms = KSEEK_FA3_MIXED_SMS;
+static_assert(KSEEK_FA3_MIXED_RESERVE >= -1, "KSEEK_FA3_MIXED_RESERVE must be -1 (probe), 0 (off) or an SM count");
+constexpr int kMixedReserve = KSEEK_FA3_MIXED_RESERVE;
 
 }  // namespace build
 }  // namespace fa3
