@@ -13,7 +13,7 @@
 # Knobs: HOSTCOST=1 (first: tools/hostcost.py --device cuda, host time per call by stage, into
 # $OUT/hostcost_cuda.{json,txt}; HOSTCOST_REPS 100), FA3_SAMPLE (300), FA3_SEED (25), FA3_DEADLINE_S (300: the test processes are stopped then,
 # or earlier so that the call ends by BUDGET_S = 540 s; what finished is counted), GRID_REPS (20),
-# SKIP_GRID=1, SKIP_TESTS=1.
+# SKIP_GRID=1, SKIP_TESTS=1, FA3_GROUPS (the test groups, space-separated; default all four).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 FA3_REPO=${FA3_REPO:-/work/.mirror/Dao-AILab+flash-attention/repo}
@@ -61,8 +61,8 @@ if [ "${SKIP_TESTS:-0}" != 1 ]; then
   deadline=$(( left < ${FA3_DEADLINE_S:-300} ? left : ${FA3_DEADLINE_S:-300} ))
   echo "test deadline ${deadline} s"
   pids=()
-  for group in test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache \
-               test_flash_attn_combine,test_flash_attn_cluster,test_flash_attn_varlen_combine_linearize; do
+  for group in ${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache \
+               test_flash_attn_combine,test_flash_attn_cluster,test_flash_attn_varlen_combine_linearize}; do
     tag=${group%%,*}
     rm -f "$OUT/fa3tests_$tag.jsonl"
     (cd .fa3tests && FA3_TESTS=$group FA3_LOG="$OUT/fa3tests_$tag.jsonl" \
