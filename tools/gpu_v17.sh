@@ -8,7 +8,7 @@
 #   fa3     the fa3api grid timed and the host cost again, FlashAttention-3's forward tests at FA3_SAMPLE cases per function (tools/gpu_fa3api.sh, SKIP_GRID=1;
 #           carry .fa3tests too), then s01's step kernel by kernel (tools/step_kernels.py) with what is left
 #   final   GPU tests with the serving ones, the fa3api grid, serving s01-s09 against FA3, reserve 0 vs 20, hopper/optest
-#   seg     the seqused_q segments kernel: GPU tests, the fa3api grid, FA3's varlen and kvcache tests
+#   seg     the seqused_q segments kernel and the Dv split: GPU tests, the fa3api grid, FA3 varlen + output tests
 #   overlap the KSEEK_FA3_MIXED_RESERVE sweep (tools/mixed_overlap_probe.py) on serving rows s01-s07
 # carry .whl .kseek-cache .fa3 (.fa3tests for fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v17.sh check|fa3
 set -uo pipefail
@@ -65,8 +65,8 @@ case $mode in
       > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
     log "fa3api grid"; timeout -k 5 "$(cap 120)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
       > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "FA3 varlen + kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
-      FA3_GROUPS="test_flash_attn_varlen_output test_flash_attn_kvcache" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    log "FA3 varlen + output tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_varlen_output test_flash_attn_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   *) echo "unknown mode $mode (check, fa3, overlap, final, seg)"; exit 2 ;;
