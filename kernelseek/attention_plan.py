@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 
 from . import attention_core as core
+from . import seqused_segments
 
 DECODE_MAX_ROWS = 64                 # kernels/fa3_hopper/decode.cuh kMaxRows: Sq * Hq/Hkv per KV head
 DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these (16-bit and, since v14, fp8)
@@ -228,13 +229,16 @@ def _seqused_segments(p: Problem, cu_q, cu_k, used_k):
     before: FA3 aligns a causal mask to the used length) and the rest of its rows with no key, which
     kseek.h answers with O = 0 and lse = -inf. No row moves, so nothing is gathered or scattered.
     -> (cu_q [2B+1], cu_k [2B+1], seqused_k [2B], descales with each sequence's row twice)."""
+    desc = tuple(None if d is None else d.repeat_interleave(2, dim=0) for d in p.descales)
+    fused = seqused_segments.segments(cu_q, _i32(p.seqused_q), cu_k, used_k)   # CUDA: one launch
+    if fused is not None:
+        return (*fused, desc)
     starts = cu_q[:-1]
     mid = starts + torch.minimum(_i32(p.seqused_q), cu_q[1:] - starts).clamp(min=0)
     pair = lambda a, b: torch.stack((a, b), 1).flatten()                     # noqa: E731  [a0, b0, a1, b1...]
     cu_q2 = torch.cat((pair(starts, mid), cu_q[-1:]))
     cu_k2 = torch.cat((pair(cu_k[:-1], cu_k[1:]), cu_k[-1:]))
     used2 = pair(used_k, torch.zeros_like(used_k))
-    desc = tuple(None if d is None else d.repeat_interleave(2, dim=0) for d in p.descales)
     return cu_q2, cu_k2, used2, desc
 
 

@@ -8,7 +8,7 @@ kernels/kv_update.cu does what attention_cache.append_kv and rotate_q do with ~3
 ops, bit for bit (tests/gpu/test_kv_update_gpu.py), in one launch and without a host sync. It takes
 CUDA tensors of one element type (bf16, fp16, fp8 e4m3) whose rows are 8-element aligned; anything
 else answers None and attention.py keeps the torch ops (CPU tensors, mixed dtypes, odd strides).
-The library is built once per process (the harness's cached nvcc build and constraint check).
+The library is built once per process (helper_lib: the harness's cached nvcc build and constraint check).
 """
 from __future__ import annotations
 
@@ -51,21 +51,15 @@ _LIB: list = []
 
 
 def _lib():
-    """The loaded kv_update library (built and checked on the first call per process)."""
+    """kseek_kv_update of the loaded library (helper_lib: built and checked on the first call per process)."""
     if _LIB:
         return _LIB[0]
-    from . import build, constraints
-    res = build.build(KERNEL)
-    if not res.ok:
-        raise RuntimeError(f"{KERNEL}: build failed:\n{res.log[-2000:]}")
-    chk = constraints.check_binary(res.so_path)
-    if not chk.ok:
-        raise RuntimeError(f"{KERNEL}: refused by the constraint check: {'; '.join(chk.reasons)}")
-    dll = ctypes.CDLL(str(res.so_path))
+    from . import helper_lib
+    dll = helper_lib.load(KERNEL)
     fn = dll.kseek_kv_update
     fn.argtypes, fn.restype = [ctypes.POINTER(KvuParams), c_void_p], ctypes.c_int
     if int(dll.kseek_kv_update_abi()) != ABI_VERSION:
-        raise RuntimeError(f"{res.so_path}: kv_update ABI {int(dll.kseek_kv_update_abi())}, expected {ABI_VERSION}")
+        raise RuntimeError(f"{KERNEL}: kv_update ABI {int(dll.kseek_kv_update_abi())}, expected {ABI_VERSION}")
     _LIB.append(fn)
     return fn
 
@@ -154,7 +148,8 @@ def update(q, k_cache, v_cache, k, v, *, seqlens, page_table, batch_idx, cu_q, c
         p.capacity = k_cache.shape[1]
     p.batch_idx = batch_idx.data_ptr() if batch_idx is not None else None
     p.seqlens, p.seqused_out = seqlens.data_ptr(), seqused.data_ptr()
-    rc = _lib()(ctypes.byref(p), c_void_p(torch.cuda.current_stream(q.device).cuda_stream or None))
+    from .attention_core import _stream
+    rc = _lib()(ctypes.byref(p), c_void_p(_stream(q.device) or None))
     if rc != 0:
         raise RuntimeError(f"kernelseek.attention: {KERNEL.name} returned status {rc} "
                            f"(1 ABI, 2 invalid params, 3 CUDA launch error)")

@@ -8,8 +8,7 @@
 #   fa3     the fa3api grid timed and the host cost again, FlashAttention-3's forward tests at FA3_SAMPLE cases per function (tools/gpu_fa3api.sh, SKIP_GRID=1;
 #           carry .fa3tests too), then s01's step kernel by kernel (tools/step_kernels.py) with what is left
 #   final   GPU tests with the serving ones, the fa3api grid, serving s01-s09 against FA3, reserve 0 vs 20, hopper/optest
-#   seg     the seqused_q segments kernel and the Dv split (commits a3b7a7d, 21dc340: written, reverted unrun for want of
-#           device time; re-apply them first): GPU tests, the fa3api grid, FA3 varlen + output tests
+#   seg     the seqused_q segments kernel and the Dv split: GPU tests, the fa3api grid, FA3 varlen + output tests
 #   overlap the KSEEK_FA3_MIXED_RESERVE sweep (tools/mixed_overlap_probe.py) on serving rows s01-s07
 # carry .whl .kseek-cache .fa3 (.fa3tests for fa3):  KSEEK_GIT_REV=<sha> bash tools/gpu_v17.sh check|fa3
 set -uo pipefail

@@ -1,5 +1,6 @@
-"""kernels/kv_update.cu's host side without a GPU: a real nvcc build, its struct layout against
-kernelseek.kv_update.KvuParams, its parameter checks, and which calls take the torch path."""
+"""The attention helper kernels' host side without a GPU (kernels/kv_update.cu, kernels/seqused_segments.cu):
+real nvcc builds, kv_update's struct layout against kernelseek.kv_update.KvuParams, their parameter checks,
+and which calls take the torch path."""
 import ctypes
 import re
 import subprocess
@@ -86,3 +87,13 @@ def test_cpu_and_mixed_dtype_calls_take_the_torch_path():
     assert kv_update.update(q, kc, kc, k, k, seqlens=torch.zeros(1, dtype=torch.int32), page_table=None,
                             batch_idx=None, cu_q=None, cu_new=None, cos=None, sin=None, ro=None, interleaved=True,
                             per_row=True) is None
+
+
+def test_seqused_segments_library_checks_its_arguments_and_cpu_takes_torch():
+    """kernels/seqused_segments.cu builds, passes the constraint check and refuses null pointers without
+    launching (status 2); CPU tensors answer None (attention_plan keeps its torch ops)."""
+    from kernelseek import seqused_segments as S
+    fn = S._fn()
+    assert fn(None, None, None, None, 3, None, None) == 2
+    cu = torch.tensor([0, 2, 5], dtype=torch.int32)
+    assert S.segments(cu, torch.tensor([1, 9], dtype=torch.int32), cu, None) is None
