@@ -117,7 +117,12 @@ def solve(p: Problem):
     dv = p.v.shape[-1]
     if dv > MAX_DIM and p.q.shape[-1] <= MAX_DIM:  # V in column blocks: the same softmax weights, each block's outputs
         core.step("dv-split")
-        parts = [_solve_dims(replace(p, v=p.v[..., c:c + MAX_DIM].contiguous())) for c in range(0, dv, MAX_DIM)]
+        d = p.q.shape[-1]
+        if dv % MAX_DIM == 0 and d < MAX_DIM:   # every part is (MAX_DIM, MAX_DIM): pad q/k once, not per part
+            core.step(f"pad-d{d}-to-{MAX_DIM}")
+            p = replace(p, q=F.pad(p.q, (0, MAX_DIM - d)), k=F.pad(p.k, (0, MAX_DIM - d)))
+        # each part's V is a column view (the kernel takes V's strides; no copy)
+        parts = [_solve_dims(replace(p, v=p.v[..., c:c + MAX_DIM])) for c in range(0, dv, MAX_DIM)]
         return torch.cat([o for o, _ in parts], dim=-1), parts[0][1]
     return _solve_dims(p)
 
