@@ -93,14 +93,6 @@ def _window(ws) -> tuple[int, int]:
     return tuple(int(w) for w in ws)
 
 
-def _qv(q, k, v, qv):
-    """qv: score = q.k + qv.v = [q, qv] . [k, v] (one concatenated head dim)."""
-    if qv is None:
-        return q, k
-    core.step("qv-concat")
-    return torch.cat((q, qv.to(q.dtype)), dim=-1), torch.cat((k, v), dim=-1)
-
-
 def _finish(o, lse, out, return_lse: bool):
     if out is not None:
         out.copy_(o)
@@ -123,8 +115,7 @@ def flash_attn_func(q, k, v, softmax_scale=None, causal=False, qv=None, q_descal
     """q [B, Sq, Hq, D], k/v [B, Sk, Hkv, D/Dv] -> out [B, Sq, Hq, Dv] (and lse [B, Hq, Sq])."""
     core.reset_record()
     scale = _scale(q, qv, softmax_scale)
-    qq, kk = _qv(q, k, v, qv)
-    p = Problem(q=qq, k=kk, v=v, kv="dense", batch=q.shape[0], max_q=q.shape[1], max_k=k.shape[1], scale=scale,
+    p = Problem(q=q, k=k, v=v, qv=qv, kv="dense", batch=q.shape[0], max_q=q.shape[1], max_k=k.shape[1], scale=scale,
                 **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale, k_descale, v_descale,
                           num_splits))
     o, lse = solve(p)
@@ -155,8 +146,7 @@ def flash_attn_varlen_func(q, k, v, cu_seqlens_q, cu_seqlens_k, max_seqlen_q, ma
     """q [total_q, Hq, D], k/v [total_k, Hkv, D/Dv], cu_seqlens [B+1] -> out [total_q, Hq, Dv] (lse [Hq, total_q])."""
     core.reset_record()
     scale = _scale(q, qv, softmax_scale)
-    qq, kk = _qv(q, k, v, qv)
-    p = Problem(q=qq, k=kk, v=v, kv="packed", batch=cu_seqlens_q.shape[0] - 1, max_q=int(max_seqlen_q),
+    p = Problem(q=q, k=k, v=v, qv=qv, kv="packed", batch=cu_seqlens_q.shape[0] - 1, max_q=int(max_seqlen_q),
                 max_k=int(max_seqlen_k), scale=scale, cu_q=cu_seqlens_q, seqused_q=seqused_q, cu_k=cu_seqlens_k,
                 seqused_k=seqused_k, **_common(causal, window_size, attention_chunk, softcap, s_aux, q_descale,
                                                k_descale, v_descale, num_splits))
@@ -217,9 +207,8 @@ def flash_attn_with_kvcache(q, k_cache, v_cache, k=None, v=None, qv=None, rotary
                                cu_seqlens_k_new=cu_seqlens_k_new, rotary_cos=rotary_cos, rotary_sin=rotary_sin,
                                rotary_seqlens=rotary_seqlens, rotary_interleaved=rotary_interleaved,
                                per_row=per_row)
-    qq, kc = _qv(q, k_cache, v_cache, qv)
     max_q = int(max_seqlen_q) if max_seqlen_q is not None else (q.shape[1] if cu_seqlens_q is None else q.shape[0])
-    p = Problem(q=qq, k=kc, v=v_cache, kv="paged" if page_table is not None else "dense", batch=b, max_q=max_q,
+    p = Problem(q=q, k=k_cache, v=v_cache, qv=qv, kv="paged" if page_table is not None else "dense", batch=b, max_q=max_q,
                 max_k=cap, scale=scale, cu_q=cu_seqlens_q, seqused_k=seqused, leftpad=cache_leftpad,
                 page_table=page_table, batch_idx=cache_batch_idx,
                 **_common(causal, window, chunk, softcap, s_aux, q_descale, k_descale, v_descale, num_splits))

@@ -22,8 +22,10 @@ single score or weight (so the fast paths run them):
   Sk), no copy; on a paged cache its page-table rows.
 * Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
   Dv > 256: V split into column blocks of 256, one call each (same softmax, outputs concatenated).
-* qv: [q, qv] . [k, v] (attention.py concatenates); its head dim D + Dv (320, 576) only fits the
-  naive kernel's wide instantiation (16-bit), recorded as the step "wide-naive": correct, slow.
+* qv (score = q.k + qv.v): kernels/qv_fwd.cu when it takes the call (16-bit CUDA, D 64 with Dv 256 or
+  512, no sinks or seqused_q: qv_attention.takes), path "qv"; otherwise [q, qv] . [k, v] concatenated
+  (step "qv-concat"), whose head dim D + Dv (320, 576) only the naive kernel's wide instantiation
+  takes (16-bit), the step "wide-naive": correct, slow.
 Nothing here reads a device value back to the host (no sync); lengths the host needs are bounds
 (max_seqlen_q, the cache capacity).
 """
@@ -35,7 +37,7 @@ import torch
 import torch.nn.functional as F
 
 from . import attention_core as core
-from . import seqused_segments
+from . import qv_attention, seqused_segments
 
 DECODE_MAX_ROWS = 64                 # kernels/fa3_hopper/decode.cuh kMaxRows: Sq * Hq/Hkv per KV head
 DECODE_DIMS = (64, 128, 256)         # decode.cuh `supported`: D == Dv in these (16-bit and, since v14, fp8)
@@ -72,6 +74,7 @@ class Problem:
     sinks: torch.Tensor | None = None
     descales: tuple = (None, None, None)
     num_splits: int = 0
+    qv: torch.Tensor | None = None   # FA3's qv, laid out like q with Dv columns
 
 
 def take(x: torch.Tensor, idx) -> torch.Tensor:
@@ -114,6 +117,11 @@ def _pages_for_batch_idx(p: Problem) -> Problem:
 # ---- head dims ------------------------------------------------------------------------------------
 def solve(p: Problem):
     """(o [q.shape[:-1], Dv] in the out dtype, lse [B,Hq,Sq] or [Hq,T] float32) of the forward."""
+    if p.qv is not None:
+        if qv_attention.takes(p.q, p.k, p.v, p.qv, sinks=p.sinks, descales=p.descales, seqused_q=p.seqused_q):
+            return _solve_qv(p)
+        core.step("qv-concat")   # score = q.k + qv.v = [q, qv] . [k, v], one concatenated head dim
+        p = replace(p, q=torch.cat((p.q, p.qv.to(p.q.dtype)), dim=-1), k=torch.cat((p.k, p.v), dim=-1), qv=None)
     dv = p.v.shape[-1]
     if dv > MAX_DIM and p.q.shape[-1] <= MAX_DIM:  # V in column blocks: the same softmax weights, each block's outputs
         core.step("dv-split")
@@ -184,13 +192,21 @@ def _cache_in_place(p: Problem) -> bool:
     return p.kv == "dense" and p.batch_idx is None
 
 
+def _solve_qv(p: Problem):
+    """One call of kernels/qv_fwd.cu: any K/V layout as given (cache_batch_idx as page-table rows)."""
+    return qv_attention.run(_core(_pages_for_batch_idx(p)), p.qv)
+
+
 def _direct(p: Problem):
-    c = core.Core(q=p.q, k=p.k, v=p.v, batch=p.batch, max_q=p.max_q,
-                  max_k=p.page_table.shape[1] * p.k.shape[1] if p.kv == "paged" else p.max_k,
-                  scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap, cu_seqlens_q=p.cu_q,
-                  cu_seqlens_k=p.cu_k, seqused_k=p.seqused_k, leftpad_k=p.leftpad, page_table=p.page_table,
-                  sinks=p.sinks, descales=p.descales, num_splits=p.num_splits, chunk=p.chunk)
-    return core.run(c)
+    return core.run(_core(p))
+
+
+def _core(p: Problem) -> core.Core:
+    return core.Core(q=p.q, k=p.k, v=p.v, batch=p.batch, max_q=p.max_q,
+                     max_k=p.page_table.shape[1] * p.k.shape[1] if p.kv == "paged" else p.max_k,
+                     scale=p.scale, causal=p.causal, window=p.window, softcap=p.softcap, cu_seqlens_q=p.cu_q,
+                     cu_seqlens_k=p.cu_k, seqused_k=p.seqused_k, leftpad_k=p.leftpad, page_table=p.page_table,
+                     sinks=p.sinks, descales=p.descales, num_splits=p.num_splits, chunk=p.chunk)
 
 
 def _packed_kv(p: Problem):

@@ -31,7 +31,7 @@ KEYS = {"name", "feature", "fn", "dtype", "batch", "seqlen_q", "seqlen_k", "seql
         "seqused_k", "cache_seqlens", "leftpad", "page_size", "cache_batch", "new_kv", "rotary", "interleaved",
         "qv", "num_splits"}
 TOL = {"bf16": (2e-2, 1e-2), "fp16": (5e-3, 1e-2), "fp8": (1e-1, 5e-2)}   # (o max abs, lse max abs)
-FAST = {"decode", "prefill", "prefill_fp8", "mixed", "gather", "mixed_gather", "empty"}   # "empty": no rows or no keys, nothing launched
+FAST = {"decode", "prefill", "prefill_fp8", "mixed", "gather", "mixed_gather", "qv", "empty"}   # "empty": no rows or no keys, nothing launched; "qv": kernels/qv_fwd.cu
 DT = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp8": torch.float8_e4m3fn}
 DECODE_MAX_Q = 4          # varlen rows whose every query length is at most this are decode-shaped
 

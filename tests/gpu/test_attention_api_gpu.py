@@ -42,7 +42,7 @@ CHUNK_CASES = [
     dict(batch=2, seqlen_q=200, seqlen_k=2048, heads_q=4, heads_kv=2, head_dim=128, page_size=64,
          cache_seqlens=(2000, 777), causal=True, attention_chunk=256),                       # paged prefill
 ]
-FAST = {"decode", "prefill", "prefill_fp8", "mixed", "gather", "mixed_gather", "empty"}
+FAST = {"decode", "prefill", "prefill_fp8", "mixed", "gather", "mixed_gather", "qv", "empty"}
 
 
 @pytest.mark.parametrize("kw", CASES + CHUNK_CASES, ids=lambda kw: "-".join(f"{k}{v}" for k, v in kw.items())[:60])

@@ -11,7 +11,7 @@ pytestmark = [pytest.mark.gpu,
 from kernelseek import fa3api_grid as G  # noqa: E402
 
 ROWS = {r["name"]: r for r in G.load_rows()}
-NAIVE_ONLY = {"qv": "qv's head dim (D + Dv = 576) only fits naive_wide_kernel: no fast path yet (issue 25)"}
+NAIVE_ONLY: dict = {}   # feature -> why its rows may run the naive kernel (qv left it: kernels/qv_fwd.cu)
 
 
 @functools.lru_cache(maxsize=None)

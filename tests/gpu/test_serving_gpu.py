@@ -57,7 +57,8 @@ def test_step_captures_in_a_cuda_graph(row):
     torch.cuda.synchronize()
     fresh = G.ours(call)
     torch.cuda.synchronize()
-    assert "naive" not in core.RECORD["paths"] or row.qv   # the MLA (qv) row runs the wide naive kernel
+    assert "naive" not in core.RECORD["paths"]              # the MLA (qv) row too: kernels/qv_fwd.cu
+    assert ("qv" in core.RECORD["paths"]) == bool(row.qv)
     err = float((captured.float() - fresh.float()).abs().max())
     assert err <= 1e-2, f"the replay did not recompute from the new q (max diff {err})"
     assert float((eager.float() - fresh.float()).abs().max()) > 0.1    # new q: a different answer

@@ -207,7 +207,9 @@ def test_head_dims_and_qv(d, dv, has_qv):
 
 
 @pytest.mark.parametrize("dv", [256, 512])
-def test_fa3_qv_shapes_run_on_the_wide_naive_kernel(dv):
+def test_fa3_qv_shapes_concatenate_on_cpu(dv):
+    """CPU tensors take the concatenated route (the wide naive kernel's, answered by the reference here);
+    CUDA ones kernels/qv_fwd.cu (tests/gpu/test_qv_gpu.py)."""
     g = torch.Generator().manual_seed(dv)
     q, k, v, qv = rnd(g, 2, 3, 4, 64), rnd(g, 2, 9, 1, 64), rnd(g, 2, 9, 1, dv), rnd(g, 2, 3, 4, dv)
     o, lse = A.flash_attn_func(q, k, v, qv=qv, causal=True, attention_chunk=4, return_attn_probs=True)

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Session 18 on the H200 (kernels/NOTES.md "v18"): kernels/qv_fwd.cu (FA3's qv term on tensor cores) checked
+# and timed. One device call per mode, each ending before TOTAL_S (540 s):
+#   qv      GPU tests (tests/gpu/test_qv_gpu.py first, then the API, fa3api, serving, helper-kernel tests), the
+#           fa3api grid timed, serving s08 (MLA) and s01 against FA3, then FA3's output / varlen / kvcache
+#           tests (their qv cases now take the qv kernel) with what is left
+# carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v18.sh qv
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-qv}
+OUT=${OUT:-/tmp/v18_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+echo "mode $mode" | tee -a "$OUT/device.txt"
+case $mode in
+  qv)
+    log "qv GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      > "$OUT/qvtests.txt" 2>&1; tail -30 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
+    log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
+      tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py tests/gpu/test_seqused_segments_gpu.py \
+      tests/gpu/test_kv_update_gpu.py > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
+    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
+      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving s08 s01"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0[18]}" \
+      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
+      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  *) echo "unknown mode $mode (qv)"; exit 2 ;;
+esac
+log done
