@@ -226,6 +226,25 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
   const int kend = (int)min((int64_t)thi + 1, (int64_t)ks + a.kps);
   const int nblk = kend > kbeg ? (kend - kbeg + kN - 1) / kN : 0;
 
+  if (nblk == 0) {   // no visible key in this split: nothing to read
+    if (a.nsplit > 1) {   // the merge skips a split whose lse is -inf; its O is never read
+      const int64_t R = (int64_t)p.batch * p.heads_kv * a.msmall;
+      for (int r = tid; r < C::kM && m0 + r < mb; r += C::kThreads)
+        a.ws_lse[(int64_t)split * R + ((int64_t)b * p.heads_kv + hkv) * a.msmall + m0 + r] = -INFINITY;
+    } else {
+      for (int e = tid; e < C::kM * (Dv / 2); e += C::kThreads) {
+        const int r = e / (Dv / 2), c = e % (Dv / 2);
+        if (m0 + r >= mb) break;
+        const int m = m0 + r, i = m / G, h = hkv * G + m % G;
+        *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
+        float* lp = lse_ptr(p, s, b, i, h);
+        if (lp && c == 0) *lp = -INFINITY;
+      }
+    }
+    return;
+  }
+  if (a.nsplit > 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");   // the merge may start launching
+
   // this thread's two rows (g, g + 8 of its row group)
   int rlo[2], rhi[2];
   bool rvalid[2];
@@ -300,7 +319,7 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
     for (int c = lcol; c < Dv / 8; c += C::kTPR) cp16(st + C::kKTile + swz(lrow, c, C::kVRowB), vp + c * 8, ok);
   };
 
-  if (nblk > 0) load_block(0, 0);
+  load_block(0, 0);
   cp_commit();
 
   float o[C::kNT][4];
@@ -449,11 +468,12 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
     } else {
       const int64_t R = (int64_t)p.batch * p.heads_kv * a.msmall;
       const int64_t row = ((int64_t)b * p.heads_kv + hkv) * a.msmall + m;
+      if (cq == 0 && q4 == 0) a.ws_lse[(int64_t)split * R + row] = lse;
+      if (l == 0.f) continue;   // lse -inf: the merge skips this split's O
       float* wo = a.ws_o + ((int64_t)split * R + row) * Dv + cq * C::kCols + 2 * q4;
 #pragma unroll
       for (int n = 0; n < C::kNT; ++n)
         *reinterpret_cast<float2*>(wo + n * 8) = make_float2(o[n][2 * t] * inv, o[n][2 * t + 1] * inv);
-      if (cq == 0 && q4 == 0) a.ws_lse[(int64_t)split * R + row] = lse;
     }
   }
 }
@@ -462,6 +482,7 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
 template <typename T, int Dv>
 __global__ void __launch_bounds__(128) qv_combine(const __grid_constant__ kseek_params p,
                                                   const __grid_constant__ Args a) {
+  asm volatile("griddepcontrol.wait;\n" ::: "memory");   // launched early (PDL): wait for the splits' writes
   const int lane = threadIdx.x & 31;
   const int64_t R = (int64_t)p.batch * p.heads_kv * a.msmall;
   const int64_t row = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
@@ -618,7 +639,21 @@ static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
     if (rc) return rc;
     if (a.nsplit > 1) {
       const int64_t R = (int64_t)p->batch * p->heads_kv * a.msmall;
-      qv_combine<T, Dv><<<(unsigned)((R + 3) / 4), 128, 0, st>>>(*p, a);
+      // programmatic dependent launch: the merge's launch overlaps the splits' tail (griddepcontrol
+      // in both kernels); a plain launch where the attribute is refused
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3((unsigned)((R + 3) / 4));
+      cfg.blockDim = dim3(128);
+      cfg.stream = st;
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      if (cudaLaunchKernelEx(&cfg, qv_combine<T, Dv>, *p, a) != cudaSuccess) {
+        (void)cudaGetLastError();
+        qv_combine<T, Dv><<<cfg.gridDim, 128, 0, st>>>(*p, a);
+      }
       QV_CK(cudaGetLastError());
     }
   }

@@ -1,0 +1,64 @@
+"""The qv kernel (kernels/qv_fwd.cu) against FlashAttention-3 on MLA shapes, by key-split count.
+
+    python tools/qv_probe.py [--reps 20] [--json OUT.json]
+
+Rows: the fa3api grid's qv_mla_decode; s08's decode part alone (128 decodes, paged 64, 1k-8k keys); s08's
+prefill part alone (two 512-token chunks over 2k and 8k keys, causal). Each row runs with num_splits 0 (the
+kernel's choice) and a few forced counts (forcing X launches exactly what the choice X would), checked against
+the reference once, timed per call and by CUDA-graph replay (fa3api_grid.bench: the L2 flushed per replay),
+with the splits the kernel used. Needs a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import sys
+
+from kernelseek import fa3api_grid as G
+from kernelseek import qv_attention
+
+MLA = dict(dtype="bf16", head_dim=64, head_dim_v=512, heads_q=16, heads_kv=1, qv=True, scale=0.07216878364870323)
+
+
+def rows():
+    rnd = random.Random(8)
+    dec = [rnd.randint(1024, 8192) for _ in range(128)]
+    yield dict(MLA, name="qv_mla_decode", fn="kvcache", batch=4, seqlen_q=1, seqlen_k=2049,
+               cache_seqlens=[2049, 100, 1500, 7]), [0, 8, 16, 24, 33]
+    yield dict(MLA, name="s08_decodes", fn="kvcache", batch=128, seqlen_q=1, seqlen_k=8192, page_size=64,
+               cache_seqlens=dec), [0, 2, 4, 8]
+    yield dict(MLA, name="s08_prefills", fn="kvcache", seqlens_q=[512, 512], seqlen_k=8192, page_size=64,
+               cache_seqlens=[2048, 8192], causal=True), [0]
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--reps", type=int, default=20)
+    ap.add_argument("--json", default=None)
+    a = ap.parse_args(argv)
+    out = []
+    print(f"{'row':<16}{'splits':>7}{'used':>6}{'ok':>4}{'ours ms':>9}{'graph':>8}{'fa3 ms':>8}{'graph':>8}"
+          f"{'x call':>8}{'x grph':>8}")
+    for row, splits in rows():
+        for ns in splits:
+            r = dict(row, num_splits=ns)
+            call = G.make_call(r)
+            chk = G.check(call)
+            used = qv_attention.last_splits()
+            res = {**r, "cache_seqlens": None, **chk, **G.bench(call, a.reps), "splits_used": used}
+            res.update(G.speeds(r, res))
+            res["speed"] = res["base_ms"] / res["ours_ms"] if res.get("base_ms") else None
+            out.append(res)
+            print(f"{row['name']:<16}{ns:>7}{used:>6}{'y' if chk['ok'] else 'N':>4}{res['ours_ms']:>9.4f}"
+                  f"{res['ours_graph_ms'] or float('nan'):>8.4f}{res.get('base_ms') or float('nan'):>8.4f}"
+                  f"{res.get('base_graph_ms') or float('nan'):>8.4f}{res.get('speed') or float('nan'):>8.3f}"
+                  f"{res.get('graph_speed') or float('nan'):>8.3f}  {chk['paths']}", flush=True)
+    if a.json:
+        with open(a.json, "w") as f:
+            json.dump(out, f, indent=1, default=str)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
