@@ -4,6 +4,7 @@
 #   qv      GPU tests (tests/gpu/test_qv_gpu.py first, then the API, fa3api, serving, helper-kernel tests), the
 #           fa3api grid timed, serving s08 (MLA) and s01 against FA3, then FA3's output / varlen / kvcache
 #           tests (their qv cases now take the qv kernel) with what is left
+#   probe   qv GPU tests, tools/qv_probe.py (split counts against FA3 on MLA shapes), serving s08
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v18.sh qv
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +29,17 @@ case $mode in
       bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
     ;;
-  *) echo "unknown mode $mode (qv)"; exit 2 ;;
+  probe)
+    log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      > "$OUT/qvtests.txt" 2>&1; tail -30 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
+    log "qv probe"; timeout -k 5 "$(cap 200)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    log "fa3api grid qv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows qv --reps "${GRID_REPS:-20}" \
+      --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 3 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving s08"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
+      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  *) echo "unknown mode $mode (qv, probe)"; exit 2 ;;
 esac
 log done
