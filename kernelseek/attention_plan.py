@@ -22,10 +22,10 @@ single score or weight (so the fast paths run them):
   Sk), no copy; on a paged cache its page-table rows.
 * Dv > D (FA3 allows D <= 64 with Dv <= 512): q and k zero-padded to Dv (scores unchanged);
   Dv > 256: V split into column blocks of 256, one call each (same softmax, outputs concatenated).
-* qv (score = q.k + qv.v): kernels/qv_fwd.cu when it takes the call (16-bit CUDA, D 64 with Dv 256 or
-  512, no sinks or seqused_q: qv_attention.takes), path "qv"; otherwise [q, qv] . [k, v] concatenated
-  (step "qv-concat"), whose head dim D + Dv (320, 576) only the naive kernel's wide instantiation
-  takes (16-bit), the step "wide-naive": correct, slow.
+* qv (score = q.k + qv.v), and D 64 with Dv 256 / 512 without it: kernels/qv_fwd when it takes the call
+  (16-bit CUDA, no sinks or seqused_q: qv_attention.takes), path "qv"; otherwise, with qv, [q, qv] . [k, v]
+  concatenated (step "qv-concat"), whose head dim D + Dv (320, 576) only the naive kernel's wide
+  instantiation takes (16-bit), the step "wide-naive": correct, slow.
 Nothing here reads a device value back to the host (no sync); lengths the host needs are bounds
 (max_seqlen_q, the cache capacity).
 """
@@ -117,9 +117,9 @@ def _pages_for_batch_idx(p: Problem) -> Problem:
 # ---- head dims ------------------------------------------------------------------------------------
 def solve(p: Problem):
     """(o [q.shape[:-1], Dv] in the out dtype, lse [B,Hq,Sq] or [Hq,T] float32) of the forward."""
+    if qv_attention.takes(p.q, p.k, p.v, p.qv, sinks=p.sinks, descales=p.descales, seqused_q=p.seqused_q):
+        return _solve_qv(p)      # qv, or D 64 with Dv 256 / 512: kernels/qv_fwd in one call
     if p.qv is not None:
-        if qv_attention.takes(p.q, p.k, p.v, p.qv, sinks=p.sinks, descales=p.descales, seqused_q=p.seqused_q):
-            return _solve_qv(p)
         core.step("qv-concat")   # score = q.k + qv.v = [q, qv] . [k, v], one concatenated head dim
         p = replace(p, q=torch.cat((p.q, p.qv.to(p.q.dtype)), dim=-1), k=torch.cat((p.k, p.v), dim=-1), qv=None)
     dv = p.v.shape[-1]

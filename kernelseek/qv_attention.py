@@ -1,12 +1,13 @@
-"""FlashAttention-3's qv term (MLA-style models) on a tensor-core kernel: kernels/qv_fwd.cu.
+"""FlashAttention-3's qv term (MLA-style models) on a tensor-core kernel: kernels/qv_fwd.
 
     takes(q, k, v, qv, ...) -> bool   # does the kernel take this call (attention_plan asks first)?
     run(c, qv) -> (o, lse)            # one attention_core.Core call plus its qv tensor
 
 score = scale (q.k + qv.v), with q/k head dim 64 and qv/v/o head dim 256 or 512 (the shapes FA3 takes
 qv with), bf16 or fp16 CUDA tensors, no sinks; layouts, masks, softcap, seqused_k and leftpad as
-kseek.h. The call is recorded as the path "qv". Calls it does not take keep the concatenated route
-([q, qv] . [k, v] on the naive wide kernel, attention_plan's step "qv-concat").
+kseek.h. Without qv (PLAIN) it also takes those head dims' plain calls. The call is recorded as the path
+"qv". Calls it does not take keep the other routes (with qv: [q, qv] . [k, v] concatenated on the naive
+wide kernel, attention_plan's step "qv-concat"; without: q/k padded, V split).
 The library is built once per process (helper_lib: the harness's cached nvcc build and constraint check).
 """
 from __future__ import annotations
@@ -21,16 +22,17 @@ from . import attention_core as core
 from .inputs import Inputs
 from .paths import KERNELS
 
-KERNEL = KERNELS / "qv_fwd.cu"
+KERNEL = KERNELS / "qv_fwd"
 ABI_VERSION = 1
 DIM, DIMS_V = 64, (256, 512)
 PATH = "qv"
+PLAIN = True   # also take D 64 / Dv 256-512 calls without qv (one call instead of padding q/k and splitting V)
 
 _LIB: list = []
 
 
 def _lib():
-    """(kseek_qv_fwd, kseek_qv_workspace_bytes, kseek_qv_last_splits) of the loaded library."""
+    """(kseek_qv_fwd, kseek_qv_workspace_bytes, kseek_qv_last_splits, kseek_qv_set_big_kernel) of the library."""
     if _LIB:
         return _LIB[0]
     from . import helper_lib
@@ -38,11 +40,13 @@ def _lib():
     if int(dll.kseek_qv_abi()) != ABI_VERSION:
         raise RuntimeError(f"{KERNEL}: qv ABI {int(dll.kseek_qv_abi())}, expected {ABI_VERSION}")
     fwd, ws, splits = dll.kseek_qv_fwd, dll.kseek_qv_workspace_bytes, dll.kseek_qv_last_splits
+    big = dll.kseek_qv_set_big_kernel
     fwd.argtypes = [ctypes.POINTER(abi.KseekParams), c_void_p, c_int64, c_int64, c_int64, c_void_p]
     fwd.restype = ctypes.c_int
     ws.argtypes, ws.restype = [ctypes.POINTER(abi.KseekParams)], ctypes.c_size_t
     splits.argtypes, splits.restype = [], ctypes.c_int
-    _LIB.append((fwd, ws, splits))
+    big.argtypes, big.restype = [ctypes.c_int], ctypes.c_int
+    _LIB.append((fwd, ws, splits, big))
     return _LIB[0]
 
 
@@ -54,17 +58,19 @@ def _rows16(t) -> bool:
 
 
 def takes(q, k, v, qv, *, sinks=None, descales=(None, None, None), seqused_q=None) -> bool:
-    """Does kernels/qv_fwd.cu take this call? CUDA, 16-bit, D 64 and Dv 256/512, qv shaped like q with
-    Dv columns, no sinks / descales / seqused_q, rows 16-byte aligned."""
-    if qv is None or not q.is_cuda or q.dtype not in (torch.bfloat16, torch.float16):
+    """Does kernels/qv_fwd take this call? CUDA, 16-bit, D 64 and Dv 256/512, qv shaped like q with Dv
+    columns (or no qv when PLAIN), no sinks / descales / seqused_q, rows 16-byte aligned."""
+    if (qv is None and not PLAIN) or not q.is_cuda or q.dtype not in (torch.bfloat16, torch.float16):
         return False
-    if any(t.dtype != q.dtype or t.device != q.device for t in (k, v, qv)):
+    if q.shape[-1] != DIM or v.shape[-1] not in DIMS_V:
         return False
-    if q.shape[-1] != DIM or v.shape[-1] not in DIMS_V or tuple(qv.shape) != tuple(q.shape[:-1]) + (v.shape[-1],):
+    if any(t.dtype != q.dtype or t.device != q.device for t in (k, v) + ((qv,) if qv is not None else ())):
+        return False
+    if qv is not None and tuple(qv.shape) != tuple(q.shape[:-1]) + (v.shape[-1],):
         return False
     if sinks is not None or seqused_q is not None or any(d is not None for d in descales):
         return False
-    return all(_rows16(t) for t in (q, k, v, qv) if t.numel())
+    return all(_rows16(t) for t in (q, k, v, qv) if t is not None and t.numel())
 
 
 def _strides(t):
@@ -78,7 +84,7 @@ def run(c: core.Core, qv: torch.Tensor):
     current stream; no host sync."""
     if core.no_work(c):
         return core._run_empty(c)
-    fwd, ws_bytes, _ = _lib()
+    fwd, ws_bytes, _, _ = _lib()
     dev = c.q.device
     i32 = torch.int32
     inp = Inputs(q=c.q, k=c.k, v=c.v, cu_seqlens_q=core._as(c.cu_seqlens_q, dev, i32),
@@ -93,7 +99,8 @@ def run(c: core.Core, qv: torch.Tensor):
     n = int(ws_bytes(ctypes.byref(params)))
     ws = torch.empty(max(n, 16), dtype=torch.uint8, device=dev)   # kept alive by `ws` until return
     abi.set_workspace(params, ws)
-    rc = fwd(ctypes.byref(params), qv.data_ptr(), *_strides(qv), core._stream(dev))
+    rc = fwd(ctypes.byref(params), None if qv is None else qv.data_ptr(),
+             *(_strides(qv) if qv is not None else (0, 0, 0)), core._stream(dev))
     try:
         abi.raise_for_status(rc, "kseek_qv_fwd")
     except abi.LaunchError as e:
@@ -106,3 +113,9 @@ def run(c: core.Core, qv: torch.Tensor):
 def last_splits() -> int:
     """Key splits of the last call (1 = none): the kernel's choice, for tests and notes."""
     return int(_lib()[2]())
+
+
+def set_big_kernel(k: int) -> int:
+    """Which kernel takes sequences of > 64 rows per KV head: 1 wgmma (default), 0 the mma.sync 64-row tiles
+    (for A/B probes); returns the previous setting."""
+    return int(_lib()[3](int(k)))

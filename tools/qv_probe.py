@@ -3,10 +3,12 @@
     python tools/qv_probe.py [--reps 20] [--json OUT.json]
 
 Rows: the fa3api grid's qv_mla_decode; s08's decode part alone (128 decodes, paged 64, 1k-8k keys); s08's
-prefill part alone (two 512-token chunks over 2k and 8k keys, causal). Each row runs with num_splits 0 (the
-kernel's choice) and a few forced counts (forcing X launches exactly what the choice X would), checked against
-the reference once, timed per call and by CUDA-graph replay (fa3api_grid.bench: the L2 flushed per replay),
-with the splits the kernel used. Needs a GPU.
+prefill part alone (two 512-token chunks over 2k and 8k keys, causal); the grid's dv512 and dv256_d64 (D 64
+without qv). Decode rows run with num_splits 0 (the kernel's choice) and a few forced counts (forcing X
+launches exactly what the choice X would); long rows with the wgmma kernel (/wg), the mma.sync 64-row form
+(/mma) and, without qv, the route before the qv kernel took them (/old: q/k padded, V split). Each is checked
+against the reference once, timed per call and by CUDA-graph replay (fa3api_grid.bench: the L2 flushed per
+replay) against FA3. Needs a GPU.
 """
 from __future__ import annotations
 
@@ -30,6 +32,9 @@ def rows():
                cache_seqlens=dec), [0, 2, 4, 8]
     yield dict(MLA, name="s08_prefills", fn="kvcache", seqlens_q=[512, 512], seqlen_k=8192, page_size=64,
                cache_seqlens=[2048, 8192], causal=True), [0]
+    for r in G.load_rows():                     # the grid's D 64 / Dv 256-512 rows without qv
+        if r["name"] in ("dv512", "dv256_d64"):
+            yield r, [0]
 
 
 def main(argv=None) -> int:
@@ -38,22 +43,32 @@ def main(argv=None) -> int:
     ap.add_argument("--json", default=None)
     a = ap.parse_args(argv)
     out = []
-    print(f"{'row':<16}{'splits':>7}{'used':>6}{'ok':>4}{'ours ms':>9}{'graph':>8}{'fa3 ms':>8}{'graph':>8}"
+    print(f"{'row':<20}{'splits':>7}{'used':>6}{'ok':>4}{'ours ms':>9}{'graph':>8}{'fa3 ms':>8}{'graph':>8}"
           f"{'x call':>8}{'x grph':>8}")
     for row, splits in rows():
-        for ns in splits:
+        long = "prefill" in row["name"] or not G.decode_shaped(row)
+        variants = [(ns, 1, True) for ns in splits]
+        if long:   # the long-sequence kernels A/B; without qv also the route before the qv kernel took it
+            variants += [(0, 0, True)] + ([(0, 1, False)] if not row.get("qv") else [])
+        for ns, big, plain in variants:
             r = dict(row, num_splits=ns)
+            qv_attention.set_big_kernel(big)
+            qv_attention.PLAIN = plain
             call = G.make_call(r)
             chk = G.check(call)
             used = qv_attention.last_splits()
-            res = {**r, "cache_seqlens": None, **chk, **G.bench(call, a.reps), "splits_used": used}
+            res = {**r, "cache_seqlens": None, **chk, **G.bench(call, a.reps), "splits_used": used,
+                   "big_kernel": "wgmma" if big else "mma", "plain": plain}
             res.update(G.speeds(r, res))
             res["speed"] = res["base_ms"] / res["ours_ms"] if res.get("base_ms") else None
             out.append(res)
-            print(f"{row['name']:<16}{ns:>7}{used:>6}{'y' if chk['ok'] else 'N':>4}{res['ours_ms']:>9.4f}"
+            tag = row["name"] + ("" if not long else ("/wg" if big else "/mma") + ("" if plain else "/old"))
+            print(f"{tag:<20}{ns:>7}{used:>6}{'y' if chk['ok'] else 'N':>4}{res['ours_ms']:>9.4f}"
                   f"{res['ours_graph_ms'] or float('nan'):>8.4f}{res.get('base_ms') or float('nan'):>8.4f}"
                   f"{res.get('base_graph_ms') or float('nan'):>8.4f}{res.get('speed') or float('nan'):>8.3f}"
                   f"{res.get('graph_speed') or float('nan'):>8.3f}  {chk['paths']}", flush=True)
+    qv_attention.set_big_kernel(1)
+    qv_attention.PLAIN = True
     if a.json:
         with open(a.json, "w") as f:
             json.dump(out, f, indent=1, default=str)

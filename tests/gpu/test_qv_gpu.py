@@ -1,8 +1,9 @@
-"""kernels/qv_fwd.cu (FA3's qv term) through kernelseek.attention, against reference_fa3 in float64:
+"""kernels/qv_fwd (FA3's qv term) through kernelseek.attention, against reference_fa3 in float64:
 every layout (dense, varlen, paged, dense cache with cache_batch_idx and leftpad), the masks, softcap,
-GQA, both Dv, both 16-bit types; the split (decode) and unsplit (prefill) kernels and a varlen batch
-that takes both; the path recorded is "qv" (never the naive kernel); a call the kernel refuses keeps the
-concatenated route; a captured call replays with new inputs."""
+GQA, both Dv, both 16-bit types; the split (decode) kernel, both long-sequence kernels (wgmma and the
+mma.sync 64-row form) and a varlen batch that takes two; the same head dims without qv; the path recorded
+is "qv" (never the naive kernel); a call the kernel refuses keeps the concatenated route; a captured call
+replays with new inputs."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -46,13 +47,22 @@ DENSE = [  # (B, Sq, Sk, Hq, Hkv, Dv, kwargs)
 ]
 
 
+@pytest.mark.parametrize("big", [1, 0], ids=["wgmma", "mma"])
+@pytest.mark.parametrize("has_qv", [True, False], ids=["qv", "plain"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: f"b{c[0]}q{c[1]}k{c[2]}h{c[3]}-{c[4]}dv{c[5]}")
-def test_dense(case, dtype):
+def test_dense(case, dtype, has_qv, big):
     b, sq, sk, hq, hkv, dv, kw = case
+    if big == 0 and sq * hq // hkv <= 64:
+        pytest.skip("decode shape: the long-sequence kernel is not used")
     dt = DT[dtype]
     q, k, v, qv = _r(b, sq, hq, 64, dt=dt), _r(b, sk, hkv, 64, dt=dt), _r(b, sk, hkv, dv, dt=dt), _r(b, sq, hq, dv, dt=dt)
-    o, lse = A.flash_attn_func(q, k, v, qv=qv, return_attn_probs=True, num_splits=0, **kw)
+    qv = qv if has_qv else None
+    old = qv_attention.set_big_kernel(big)
+    try:
+        o, lse = A.flash_attn_func(q, k, v, qv=qv, return_attn_probs=True, num_splits=0, **kw)
+    finally:
+        qv_attention.set_big_kernel(old)
     assert core.RECORD["paths"] == ["qv"], core.RECORD
     ro, rl = attention_ref(q, k, v, qv=qv, **kw)
     _close(o, lse, ro, rl, dtype)

@@ -39,7 +39,10 @@ def test_library_builds_and_refuses_what_it_does_not_take():
     p = _params()
     p.abi_version = 99
     assert _fwd(p) == ABI
-    assert _fwd(_params(), qv=None) == INVALID          # no qv pointer
+    assert _fwd(_params(), qv=None) == WORKSPACE        # no qv: the plain D 64 / Dv 512 call, still split
+    p = _params()
+    p.q = None
+    assert _fwd(p) == INVALID                           # no q
     p = _params()
     p.heads_q = 15                                      # not a multiple of heads_kv
     p.heads_kv = 2
@@ -77,6 +80,7 @@ def test_takes_only_what_the_kernel_computes():
     v, qv = torch.zeros(1, 9, 4, 512, dtype=torch.bfloat16), torch.zeros(1, 2, 4, 512, dtype=torch.bfloat16)
     assert not qv_attention.takes(q, k, v, qv)        # CPU tensors: the reference answers the concatenated call
     assert not qv_attention.takes(q, k, v, None)
+    assert qv_attention._lib()[3](1) in (0, 1) and qv_attention.set_big_kernel(1) == 1   # the A/B switch
 
 
 def test_cpu_call_takes_the_concatenated_route_and_matches_the_reference():

@@ -1,0 +1,165 @@
+// qv_common.cuh: what both qv kernels share (kernels/qv_fwd/qv_fwd.cu says what the kernel computes):
+// the launch arguments, the mma.sync / ldmatrix / cp.async wrappers, one sequence's geometry, the
+// visible-key range of a query row (kseek.h's masks) and where a row's o / lse go.
+#pragma once
+#include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <math.h>
+#include <stdint.h>
+
+#include <algorithm>
+#include <type_traits>
+
+#include "../kseek.h"
+
+#define KSEEK_QV_ABI_VERSION 1
+
+namespace qv {
+
+constexpr int kD = 64;            // q / k head dim
+constexpr int kN = 32;            // keys per block
+constexpr int kSmallRows = 64;    // rows per KV head up to which a sequence runs the split kRG = 1 kernel
+constexpr int kMaxSplits = 64;
+constexpr int kSPad = 40;         // floats per row of a partial-S tile (32 + 8: conflict-free float2 stores)
+constexpr float kLog2e = 1.4426950408889634f;
+constexpr float kLn2 = 0.6931471805599453f;
+
+enum Role { kAll = 0, kSmall = 1, kBig = 2 };
+
+struct Args {
+  const void* qv;
+  int64_t qv_bs, qv_rs, qv_hs;    // qv strides (elements); batch stride unused for packed q
+  int G;                          // query heads per KV head
+  int msmall;                     // rows per (sequence, KV head) in the workspace (split launches)
+  int role;
+  int nsplit;                     // key splits (1: write o / lse directly)
+  int kps;                        // keys per split
+  float* ws_o;                    // [nsplit][B * Hkv * msmall][Dv]
+  float* ws_lse;                  // [nsplit][B * Hkv * msmall]
+};
+
+
+// ---- primitives (PTX ISA: mma.sync m16n8k16, ldmatrix, cp.async) ------------------------------------
+__device__ __forceinline__ uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+__device__ __forceinline__ void cp16(uint32_t dst, const void* src, bool valid) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(valid ? 16 : 0));
+}
+__device__ __forceinline__ void cp_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int N>
+__device__ __forceinline__ void cp_wait() { asm volatile("cp.async.wait_group %0;\n" ::"n"(N)); }
+
+__device__ __forceinline__ void ldsm4(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+__device__ __forceinline__ void ldsm4t(uint32_t addr, uint32_t (&r)[4]) {
+  asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0, %1, %2, %3}, [%4];\n"
+               : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3]) : "r"(addr));
+}
+
+template <typename T>
+__device__ __forceinline__ void mma(float (&c)[4], const uint32_t (&a)[4], uint32_t b0, uint32_t b1) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  } else {
+    asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+                 "{%0,%1,%2,%3};\n"
+                 : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+                 : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+  }
+}
+
+template <typename T>
+__device__ __forceinline__ uint32_t pack(float lo, float hi) {
+  if constexpr (std::is_same<T, __nv_bfloat16>::value) {
+    __nv_bfloat162 v = __floats2bfloat162_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  } else {
+    __half2 v = __floats2half2_rn(lo, hi);
+    return *reinterpret_cast<uint32_t*>(&v);
+  }
+}
+
+__device__ __forceinline__ void bar_named(int id, int n) { asm volatile("bar.sync %0, %1;\n" ::"r"(id), "r"(n)); }
+
+// Byte offset of 16-byte chunk c of row r in a row-major tile of row_b bytes: the chunk index XOR
+// (r & 7) within its group of 8, so ldmatrix's 8 row addresses hit 8 different bank groups.
+__device__ __forceinline__ uint32_t swz(int r, int c, int row_b) { return r * row_b + ((c ^ (r & 7)) << 4); }
+
+// ---- one sequence's geometry -------------------------------------------------------------------------
+struct Seq {
+  int64_t q_row0;   // first packed row (varlen q), else 0
+  int sq;           // query rows
+  int64_t k_row0;   // first packed key row (varlen k), else 0
+  int sk;           // effective keys (after seqused_k, leftpad)
+  int lp;           // leftpad
+};
+
+__device__ __forceinline__ Seq seq_of(const kseek_params& p, int b) {
+  Seq s;
+  s.q_row0 = 0;
+  s.sq = p.seqlen_q;
+  if (p.cu_seqlens_q) {
+    s.q_row0 = p.cu_seqlens_q[b];
+    s.sq = p.cu_seqlens_q[b + 1] - p.cu_seqlens_q[b];
+  }
+  s.k_row0 = 0;
+  int cap = p.seqlen_k;
+  if (p.cu_seqlens_k) {
+    s.k_row0 = p.cu_seqlens_k[b];
+    cap = p.cu_seqlens_k[b + 1] - p.cu_seqlens_k[b];
+  }
+  const int end = p.seqused_k ? p.seqused_k[b] : cap;
+  s.lp = p.leftpad_k ? p.leftpad_k[b] : 0;
+  s.sk = max(0, end - s.lp);
+  return s;
+}
+
+__host__ __device__ __forceinline__ int64_t chunk_start(int64_t x, int c) {
+  const uint32_t uc = (uint32_t)c;
+  return x >= 0 ? (int64_t)((uint32_t)x / uc) * c : -(int64_t)(((uint32_t)(-x) + uc - 1u) / uc) * c;
+}
+
+// Visible keys [lo, hi] of query position i (kseek.h: bottom-right aligned window, causal = right 0,
+// attention_chunk). Both ends are non-decreasing in i, so a tile's keys are [lo(first), hi(last)].
+__device__ __forceinline__ void row_range(const kseek_params& p, const Seq& s, int i, int& lo, int& hi) {
+  int wl = p.window_left, wr = p.window_right;
+  if (p.causal) wr = 0;
+  const int64_t diag = (int64_t)i + s.sk - s.sq;
+  int64_t l = 0, h = (int64_t)s.sk - 1;
+  if (wl >= 0) l = max(l, diag - wl);
+  if (wr >= 0) h = min(h, diag + wr);
+  if (p.attention_chunk > 0) {
+    const int64_t c0 = chunk_start(diag, p.attention_chunk);
+    l = max(l, c0);
+    h = min(h, c0 + p.attention_chunk - 1);
+  }
+  lo = (int)min(l, (int64_t)INT32_MAX);
+  hi = (int)max(h, (int64_t)-1);
+}
+
+// Where o / lse of row m (query position i, head h) of sequence b go.
+template <typename T>
+__device__ __forceinline__ T* out_ptr(const kseek_params& p, const Seq& s, int b, int i, int h) {
+  const int64_t off = p.cu_seqlens_q ? (s.q_row0 + i) * p.o_row_stride + (int64_t)h * p.o_head_stride
+                                     : (int64_t)b * p.o_batch_stride + (int64_t)i * p.o_row_stride +
+                                           (int64_t)h * p.o_head_stride;
+  return (T*)p.o + off;
+}
+__device__ __forceinline__ float* lse_ptr(const kseek_params& p, const Seq& s, int b, int i, int h) {
+  if (!p.lse) return nullptr;
+  return p.cu_seqlens_q ? p.lse + (int64_t)h * p.lse_head_stride + s.q_row0 + i
+                        : p.lse + (int64_t)b * p.lse_batch_stride + (int64_t)h * p.lse_head_stride + i;
+}
+
+__device__ __forceinline__ bool role_takes(int role, int mb) {
+  return role == kAll || (role == kSmall ? mb <= kSmallRows : mb > kSmallRows);
+}
+
+
+}  // namespace qv

@@ -1,0 +1,238 @@
+// qv_fwd.cu: attention forward with FlashAttention-3's qv term (MLA-style models), on tensor cores
+// (kernelseek/qv_attention.py calls it; before it, kernelseek.attention concatenated [q, qv] and [k, v]
+// and ran the naive wide kernel).
+//
+//   score = scale * (q . k + qv . v)      q, k: D = 64;  qv, v, o: Dv = 256 or 512 (FA3's qv shapes)
+//
+// qv may be NULL: then score = scale * q . k, FA3's D 64 with Dv 256 / 512 without qv. Everything else as
+// kernels/kseek.h says: dense, varlen or paged K/V, seqused_k, leftpad_k, causal / window /
+// attention_chunk masks (bottom-right aligned), softcap, GQA, LSE; bf16 or fp16 in and out. No sinks, no
+// fp8 (FA3 refuses fp8 with qv): those calls answer KSEEK_ERR_UNSUPPORTED and kernelseek.attention keeps
+// its other routes. Rows: row m of a sequence and KV head is query position m / G, query head m % G of
+// the KV head's G (so a decode's G heads fill one 16-row tile).
+//
+// Parts:
+//   qv_common.cuh  launch arguments, mma.sync / ldmatrix / cp.async wrappers, a sequence's geometry,
+//                  the visible keys of a row, where o / lse go
+//   qv_split.cuh   sequences with <= 64 rows per KV head (decodes): mma.sync m16n8k16, 16 rows per CTA,
+//                  the keys split over CTAs (fp32 partials in the workspace, merged by qv_combine,
+//                  launched by programmatic dependent launch); the four warps split the dot-product
+//                  dims, sum their partial S through shared memory and each owns Dv/4 output columns
+//   qv_wgmma.cuh   longer sequences (prefill chunks): two warpgroups on 64 rows, wgmma for S (halves of
+//                  the dot-product k-steps, summed through shared memory) and for P V (Dv/2 columns each)
+//   qv_fwd.cu      this file: the ABI, parameter checks, the split rule, launches
+// A varlen batch gets both kernels; each CTA skips the sequences of the other kind.
+#include "qv_common.cuh"
+#include "qv_split.cuh"
+#include "qv_wgmma.cuh"
+
+namespace qv {
+
+// ---- host ------------------------------------------------------------------------------------------------
+struct Plan {
+  int G, rows, small_tiles, big_tiles, small_role, nsplit, kps, msmall;
+  bool small, big;
+};
+
+static int sm_count() {
+  static int cached[64] = {0};
+  int dev = 0;
+  if (cudaGetDevice(&dev) != cudaSuccess || dev < 0 || dev >= 64) return 132;
+  if (!cached[dev]) {
+    int n = 0;
+    if (cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess || n <= 0) n = 132;
+    cached[dev] = n;
+  }
+  return cached[dev];
+}
+
+static Plan make_plan(const kseek_params* p) {
+  Plan pl{};
+  pl.G = p->heads_q / p->heads_kv;
+  pl.rows = p->seqlen_q * pl.G;
+  const bool varlen = p->cu_seqlens_q != nullptr;
+  pl.small = pl.rows <= kSmallRows || varlen;
+  pl.big = pl.rows > kSmallRows;
+  pl.small_role = pl.rows <= kSmallRows ? kAll : kSmall;
+  pl.msmall = pl.rows <= kSmallRows ? ((pl.rows + 15) / 16) * 16 : kSmallRows;
+  pl.small_tiles = pl.msmall / 16;
+  pl.big_tiles = (pl.rows + 63) / 64;
+  // key splits of the small launch: up to 8 CTAs per SM, at least 128 keys per split (64 when forced by
+  // num_splits). Measured on the H200 (tools/qv_probe.py, session 18): 4 decodes of <= 2049 keys were fastest
+  // at 13-22 splits (33 splits of 64 keys: 0.0262 ms, 13: 0.0250), 128 decodes of 1k-8k keys at 8 (5: 0.304 ms,
+  // 8: 0.284); this rule gives 17 and 9.
+  const int sk = p->seqlen_k;
+  const int ctas = p->batch * p->heads_kv * (pl.rows <= kSmallRows ? pl.small_tiles : 1);
+  int ns = p->num_splits > 0 ? p->num_splits : (8 * sm_count() + ctas - 1) / ctas;
+  ns = std::min(ns, std::max(1, (sk + (p->num_splits > 0 ? 63 : 127)) / (p->num_splits > 0 ? 64 : 128)));
+  ns = std::max(1, std::min(ns, kMaxSplits));
+  pl.kps = ((std::max(sk, 1) + ns - 1) / ns + kN - 1) / kN * kN;
+  pl.nsplit = std::max(1, (std::max(sk, 1) + pl.kps - 1) / pl.kps);
+  if (pl.nsplit == 1) pl.kps = INT32_MAX / 2;
+  return pl;
+}
+
+static size_t ws_bytes(const kseek_params* p, const Plan& pl) {
+  if (!pl.small || pl.nsplit == 1) return 0;
+  const size_t R = (size_t)p->batch * p->heads_kv * pl.msmall;
+  return (size_t)pl.nsplit * R * ((size_t)p->head_dim_v + 1) * sizeof(float) + 256;
+}
+
+static bool aligned16(const void* x) { return ((uintptr_t)x & 15) == 0; }
+
+static int check(const kseek_params* p, const void* qv, int64_t qv_bs, int64_t qv_rs, int64_t qv_hs) {
+  if (!p) return KSEEK_ERR_INVALID;
+  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
+  if (!p->q || !p->k || !p->v || !p->o) return KSEEK_ERR_INVALID;
+  if (p->batch <= 0 || p->heads_q <= 0 || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return KSEEK_ERR_INVALID;
+  if (p->seqlen_q < 0 || p->seqlen_k < 0 || p->attention_chunk < 0) return KSEEK_ERR_INVALID;
+  if (p->page_table && p->page_size <= 0) return KSEEK_ERR_INVALID;
+  if ((p->cu_seqlens_k != nullptr) && p->page_table) return KSEEK_ERR_INVALID;
+  if (p->dtype != KSEEK_BF16 && p->dtype != KSEEK_FP16) return KSEEK_ERR_UNSUPPORTED;
+  if (p->out_dtype != p->dtype) return KSEEK_ERR_UNSUPPORTED;
+  if (p->head_dim != kD || (p->head_dim_v != 256 && p->head_dim_v != 512)) return KSEEK_ERR_UNSUPPORTED;
+  if (p->sinks || p->q_descale || p->k_descale || p->v_descale) return KSEEK_ERR_UNSUPPORTED;
+  // 16-byte cp.async of every row chunk; 4-byte stores of o
+  const int64_t s16[] = {p->q_row_stride, p->q_head_stride, p->k_row_stride, p->k_head_stride, p->v_row_stride,
+                         p->v_head_stride, qv_rs, qv_hs, p->cu_seqlens_q ? 0 : p->q_batch_stride,
+                         p->cu_seqlens_q ? 0 : qv_bs, (p->cu_seqlens_k) ? 0 : p->k_batch_stride,
+                         (p->cu_seqlens_k) ? 0 : p->v_batch_stride};
+  for (int64_t x : s16)
+    if (x % 8) return KSEEK_ERR_UNSUPPORTED;
+  if (!aligned16(p->q) || !aligned16(p->k) || !aligned16(p->v) || (qv && !aligned16(qv))) return KSEEK_ERR_UNSUPPORTED;
+  if ((p->o_row_stride | p->o_head_stride | (p->cu_seqlens_q ? 0 : p->o_batch_stride)) & 1) return KSEEK_ERR_UNSUPPORTED;
+  if ((uintptr_t)p->o & 3) return KSEEK_ERR_UNSUPPORTED;
+  return KSEEK_OK;
+}
+
+#define QV_CK(x)                                    \
+  do {                                              \
+    if ((x) != cudaSuccess) return KSEEK_ERR_CUDA;  \
+  } while (0)
+
+template <typename T, int Dv, int kRG>
+static int launch_attn(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
+  using C = Cfg<Dv, kRG>;
+  static bool attr[64] = {false};   // per instantiation and device; setting it twice is harmless
+  int dev = 0;
+  QV_CK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64 || !attr[dev]) {
+    QV_CK(cudaFuncSetAttribute(qv_attn<T, Dv, kRG>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    if (dev >= 0 && dev < 64) attr[dev] = true;
+  }
+  dim3 grid(tiles, p->heads_kv, p->batch * a.nsplit);
+  qv_attn<T, Dv, kRG><<<grid, C::kThreads, C::kSmem, st>>>(*p, a);
+  QV_CK(cudaGetLastError());
+  return KSEEK_OK;
+}
+
+template <typename T, int Dv>
+static int launch_wg(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
+  using C = CfgW<Dv>;
+  static bool attr[64] = {false};
+  int dev = 0;
+  QV_CK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64 || !attr[dev]) {
+    QV_CK(cudaFuncSetAttribute(qv_attn_wg<T, Dv>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    if (dev >= 0 && dev < 64) attr[dev] = true;
+  }
+  qv_attn_wg<T, Dv><<<dim3(tiles, p->heads_kv, p->batch), C::kThreads, C::kSmem, st>>>(*p, a);
+  QV_CK(cudaGetLastError());
+  return KSEEK_OK;
+}
+
+static int g_big_kernel = 1;   // long sequences: 1 = qv_wgmma.cuh, 0 = the split kernel's 64-row form (A/B probes)
+
+template <typename T, int Dv>
+static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
+  if (pl.big) {   // one split
+    Args ab = a;
+    ab.role = pl.small ? kBig : kAll;
+    ab.nsplit = 1;
+    ab.kps = INT32_MAX / 2;
+    const int rc = g_big_kernel ? launch_wg<T, Dv>(p, ab, pl.big_tiles, st)
+                                : launch_attn<T, Dv, 4>(p, ab, pl.big_tiles, st);
+    if (rc) return rc;
+  }
+  if (pl.small) {
+    a.role = pl.small_role;
+    int rc = launch_attn<T, Dv, 1>(p, a, pl.small_tiles, st);
+    if (rc) return rc;
+    if (a.nsplit > 1) {
+      const int64_t R = (int64_t)p->batch * p->heads_kv * a.msmall;
+      // programmatic dependent launch: the merge's launch overlaps the splits' tail (griddepcontrol
+      // in both kernels); a plain launch where the attribute is refused
+      cudaLaunchConfig_t cfg = {};
+      cfg.gridDim = dim3((unsigned)((R + 3) / 4));
+      cfg.blockDim = dim3(128);
+      cfg.stream = st;
+      cudaLaunchAttribute at[1];
+      at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+      at[0].val.programmaticStreamSerializationAllowed = 1;
+      cfg.attrs = at;
+      cfg.numAttrs = 1;
+      if (cudaLaunchKernelEx(&cfg, qv_combine<T, Dv>, *p, a) != cudaSuccess) {
+        (void)cudaGetLastError();
+        qv_combine<T, Dv><<<cfg.gridDim, 128, 0, st>>>(*p, a);
+      }
+      QV_CK(cudaGetLastError());
+    }
+  }
+  return KSEEK_OK;
+}
+
+static int g_last_splits = 0;
+
+}  // namespace qv
+
+extern "C" int kseek_qv_abi(void) { return KSEEK_QV_ABI_VERSION; }
+
+extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kernel + wgmma, D 64 + Dv 256/512)"; }
+
+// Which kernel takes sequences of > 64 rows per KV head: 1 (default) wgmma, 0 the mma.sync 64-row tiles;
+// for A/B probes (tools/qv_probe.py). Returns the previous setting.
+extern "C" int kseek_qv_set_big_kernel(int k) {
+  const int old = qv::g_big_kernel;
+  qv::g_big_kernel = k ? 1 : 0;
+  return old;
+}
+
+// Splits the last kseek_qv_fwd call used (1 = none); for tests and timing notes.
+extern "C" int kseek_qv_last_splits(void) { return qv::g_last_splits; }
+
+extern "C" size_t kseek_qv_workspace_bytes(const kseek_params* p) {
+  if (!p || p->heads_kv <= 0 || p->heads_q % p->heads_kv) return 0;
+  return qv::ws_bytes(p, qv::make_plan(p));
+}
+
+// q, k, v, o, lse and the rest as kseek.h says (head_dim 64 = q/k, head_dim_v = qv/v/o); qv has q's
+// layout with Dv columns: dense [B, Sq, Hq, Dv] or packed [total_q, Hq, Dv] (batch stride unused).
+extern "C" int kseek_qv_fwd(const kseek_params* p, const void* qv_ptr, int64_t qv_batch_stride,
+                            int64_t qv_row_stride, int64_t qv_head_stride, cudaStream_t stream) {
+  const int rc = qv::check(p, qv_ptr, qv_batch_stride, qv_row_stride, qv_head_stride);
+  if (rc) return rc;
+  if (p->seqlen_q == 0) return KSEEK_OK;
+  const qv::Plan pl = qv::make_plan(p);
+  const size_t need = qv::ws_bytes(p, pl);
+  if (need && (!p->workspace || p->workspace_bytes < need)) return KSEEK_ERR_WORKSPACE;
+  qv::Args a{};
+  a.qv = qv_ptr;
+  a.qv_bs = qv_batch_stride;
+  a.qv_rs = qv_row_stride;
+  a.qv_hs = qv_head_stride;
+  a.G = pl.G;
+  a.msmall = pl.msmall;
+  a.nsplit = pl.small ? pl.nsplit : 1;
+  a.kps = pl.small ? pl.kps : INT32_MAX / 2;
+  if (need) {
+    const size_t R = (size_t)p->batch * p->heads_kv * pl.msmall;
+    a.ws_lse = (float*)p->workspace;
+    const size_t lse_b = ((size_t)pl.nsplit * R * sizeof(float) + 255) / 256 * 256;
+    a.ws_o = (float*)((char*)p->workspace + lse_b);
+  }
+  qv::g_last_splits = a.nsplit;
+  const bool bf = p->dtype == KSEEK_BF16;
+  if (p->head_dim_v == 512)
+    return bf ? qv::run<__nv_bfloat16, 512>(p, a, pl, stream) : qv::run<__half, 512>(p, a, pl, stream);
+  return bf ? qv::run<__nv_bfloat16, 256>(p, a, pl, stream) : qv::run<__half, 256>(p, a, pl, stream);
+}
