@@ -15,7 +15,8 @@ path honours it, the prefill ignores it; the answer is the same). scheduler_meta
 and not needed. Backward is not implemented: inputs that require grad give an output whose
 backward raises NotImplementedError (the forward runs, as FA3's forward tests need with backward off).
 
-How each feature reaches the kernel (exact transforms, no host sync): attention_plan.py. Which
+How each feature reaches the kernel (exact transforms, no host sync): attention_plan.py. A call repeated
+with the same layout and flags skips the plan (attention_fastpath.py; KSEEK_ATTENTION_FASTPATH=0: off). Which
 kernel path each call took: attention_core.RECORD / PATH_COUNTS. CPU tensors are answered by the
 float64 reference (for tests). The kernel is built once per process (KSEEK_ATTENTION_KERNEL
 overrides the path: a .cu file or a kernel folder); docs/attention_dropin.md.
@@ -29,6 +30,7 @@ import torch
 
 from . import attention_cache as cache
 from . import attention_core as core
+from . import attention_fastpath as fastpath
 from . import kv_update
 from .attention_core import _Call, _lib  # noqa: F401  (re-exported: tests, tools)
 from .attention_plan import Problem, solve
@@ -61,12 +63,17 @@ def _any_requires_grad(args, kwargs) -> bool:
 
 def _forward_only(*names):
     """Run the entry point without autograd; where a named input requires grad (and grad mode is on),
-    the output (the first of a tuple) carries a backward that raises NotImplementedError."""
+    the output (the first of a tuple) carries a backward that raises NotImplementedError. Calls without
+    grad go through attention_fastpath (a repeated one-kernel call skips the plan)."""
     def deco(fn):
         sig = inspect.signature(fn)
+        params = tuple(sig.parameters)
 
         @functools.wraps(fn)
         def wrapper(*args, **kwargs):
+            res = fastpath.call(fn, params, args, kwargs)   # None of its tensors requires grad (in grad mode)
+            if res is not fastpath.PASS:
+                return res
             if not (torch.is_grad_enabled() and _any_requires_grad(args, kwargs)):
                 return fn(*args, **kwargs)     # the common case, without binding names (~10 us)
             bound = sig.bind_partial(*args, **kwargs).arguments

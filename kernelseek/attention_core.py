@@ -13,7 +13,10 @@ process, so a test or a serving engine can assert that nothing ran on the naive 
 """
 from __future__ import annotations
 
+import contextlib
+import itertools
 import os
+import threading
 from collections import Counter
 from dataclasses import dataclass, field
 
@@ -30,9 +33,23 @@ PATH_COUNTS: Counter = Counter()
 _LIBS: dict[str, object] = {}
 _DEFAULT_KEY = str(DEFAULT_KERNEL)
 _LAST_ENV: list = []               # [(KSEEK_ATTENTION_KERNEL, KSEEK_ATTENTION_DEFINES), _LIBS key] of the last call
+_TLS = threading.local()           # .rec: the list `recording` gives, while it is open on this thread
+CALLS = itertools.count()          # next() per call that resets RECORD (atomic): a recorder sees overlaps
+
+
+@contextlib.contextmanager
+def recording():
+    """Within: each kernel call on this thread appends (Inputs, abi.Launch, library, its _LIBS key, path)
+    to the list given (attention_fastpath builds its entries from them)."""
+    prev, _TLS.rec = getattr(_TLS, "rec", None), []
+    try:
+        yield _TLS.rec
+    finally:
+        _TLS.rec = prev
 
 
 def reset_record() -> None:
+    next(CALLS)
     RECORD["steps"], RECORD["paths"] = [], []
 
 
@@ -214,7 +231,7 @@ def _run_kernel(c: Core):
     o, lse = _alloc(c)
     lib = _lib()
     try:
-        abi.launch(lib, call, inp, o, lse, _stream(dev))   # on q's device's current stream
+        launched = abi.launch(lib, call, inp, o, lse, _stream(dev))   # on q's device's current stream
     except abi.Unsupported as e:
         raise NotImplementedError(f"kernelseek.attention: the kernel does not support this combination "
                                   f"({call})") from e
@@ -223,6 +240,9 @@ def _run_kernel(c: Core):
     path = lib.last_path() or "unknown"
     RECORD["paths"].append(path)
     PATH_COUNTS[path] += 1
+    rec = getattr(_TLS, "rec", None)
+    if rec is not None:
+        rec.append((inp, launched, lib, _LAST_ENV[1] if _LAST_ENV else None, path))
     return o, lse
 
 

@@ -1,0 +1,248 @@
+"""A per-process fast path for kernelseek.attention calls that make one kernel call: the same kseek_fwd
+with less host time.
+
+Why: a serving engine makes the same call (shapes, strides, dtypes, flags) every layer and step,
+with new data. Planning, Core, Inputs, _Call and make_params cost 60-80 us of host time per call
+on the H200 host (tools/hostcost.py). FlashAttention-3's own call costs 25-30 us.
+
+What: attention._forward_only's wrapper calls `call`. The key is everything except the data: the
+entry point, each argument (a scalar by type and value; a tensor by dtype, device, shape, strides
+and 16-byte alignment, and only where TENSOR_ARGS allows one), KSEEK_ATTENTION_KERNEL/_DEFINES and
+attention_core._run_reference (the CPU harness swaps it). A miss runs the entry point as before; from
+the key's second sighting (RECORD_ON) on, it also records its kseek_fwd (attention_core.recording).
+The key gets an Entry only when the call is provably a function of the key and the data pointers:
+exactly one kernel call; no plan step other than view-only ones (VIEW_STEPS); the result is the
+kernel's o/lse (or out=); every params pointer is the fresh o/lse/workspace, or the data of exactly
+one argument (that argument, or a view of the one argument on its storage: the plan derives views
+from metadata only, so the offset is fixed). Otherwise the key is marked SLOW and keeps the slow
+path; an ambiguous alias (one tensor passed twice, two arguments sharing the storage a pointer comes
+from) is not marked, so a later call can still be cached.
+A hit copies the params template and sets the pointers. It allocates o, lse and the workspace as the
+slow path does; the workspace is sized per call by kseek_workspace_bytes, because the kernel's path,
+and so the workspace, depends on pointer alignment. The hit launches on the current stream and
+records RECORD and PATH_COUNTS as the slow path would (kseek_last_path is read on every call). It is
+as capture-safe as the slow path: no host sync, and every allocation goes through torch. No tensor is
+kept. A non-OK status drops the entry and reruns the slow path, which raises its error. To turn the
+fast path off: KSEEK_ATTENTION_FASTPATH=0 (read at import), or ENABLED = False.
+"""
+from __future__ import annotations
+
+import ctypes
+import os
+
+import torch
+
+from . import abi
+from . import attention_core as core
+
+ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
+MAX_ENTRIES = 1024                    # then keys seen once go, or all (keys with NaN scalars never match)
+RECORD_ON = 2                         # the sighting of a key on which its call is recorded (costs ~40 us
+                                      # once): a key seen once (varlen prefill lengths) costs only the key
+# Arguments that may be tensors: the kernel reads their data by pointer and the host only their
+# metadata. (A tensor anywhere else, e.g. a 0-d max_seqlen_q whose value is read, is never keyed.)
+TENSOR_ARGS = frozenset({
+    "q", "k", "v", "qv", "out", "q_descale", "k_descale", "v_descale", "s_aux", "cu_seqlens_q", "cu_seqlens_k",
+    "seqused_q", "seqused_k", "k_cache", "v_cache", "rotary_cos", "rotary_sin", "cache_seqlens", "cache_batch_idx",
+    "cache_leftpad", "page_table", "cu_seqlens_k_new", "rotary_seqlens", "scheduler_metadata"})
+VIEW_STEPS = frozenset({"batch-idx-as-pages", "wide-naive"})   # steps that copy or write nothing
+SLOW = "slow"                         # a key that keeps the slow path
+PASS = object()                       # `call`'s answer for a call it does not key
+CACHE: dict = {}
+_PTRS = tuple(n for n, t in abi.KseekParams._fields_ if t is ctypes.c_void_p)
+_OWN = ("o", "lse", "workspace")      # pointers the call allocates
+_SCALARS = frozenset({int, float, bool, str, type(None)})
+_NUMS = frozenset({int, float, bool})
+_T = torch.Tensor
+_RAW_ENV = hasattr(os.environ, "_data") and hasattr(os.environ, "encodekey")   # CPython's os._Environ
+_K1, _K2 = (os.environ.encodekey(n) if _RAW_ENV else n for n in ("KSEEK_ATTENTION_KERNEL", "KSEEK_ATTENTION_DEFINES"))
+
+
+def clear() -> None:
+    CACHE.clear()
+
+
+def key(fn, names, args, kwargs):
+    """(key or None, the arguments in order, their names). None when an argument cannot be keyed:
+    a tensor where TENSOR_ARGS has none, a tensor subclass, a value of another type, or a tensor
+    that requires grad in grad mode (attention._forward_only's case)."""
+    if kwargs:
+        kn = tuple(kwargs)
+        vals, names = args + tuple(kwargs.values()), names[:len(args)] + kn
+    else:
+        kn, vals = (), args
+    env = os.environ._data if _RAW_ENV else os.environ   # os.environ.get decodes: ~1 us per read
+    parts = [fn, len(args), kn, env.get(_K1), env.get(_K2), core._run_reference]
+    try:
+        return _parts(parts, names, vals, torch.is_grad_enabled()), vals, names
+    except Exception:      # a tensor without data (meta) or strides (sparse): the slow path answers it
+        return None, vals, names
+
+
+def _parts(parts, names, vals, grad):
+    """`parts` plus one part per argument, as a tuple; None for an argument `key` does not key."""
+    for name, x in zip(names, vals):
+        t = type(x)
+        if t is _T:
+            if name not in TENSOR_ARGS or (grad and x.requires_grad):
+                return None
+            parts.append((x.dtype, x.device, x.shape, x.stride(), x.data_ptr() & 15))   # 16-byte alignment:
+            # qv_attention.takes routes on it (and the kernel's paths do; those read it per call anyway)
+        elif t in _SCALARS:
+            parts.append((t, x))     # 1, 1.0 and True are equal as keys: the type keeps them apart
+        elif t is tuple or t is list:
+            for y in x:
+                if type(y) not in _NUMS:
+                    return None
+            parts.append((t, tuple(map(type, x)), tuple(x)))
+        else:
+            return None
+    return tuple(parts)
+
+
+class Entry:
+    """What a hit needs: the params without pointers, where each pointer comes from, and the outputs."""
+    __slots__ = ("lib", "lib_key", "template", "ptrs", "device", "o_shape", "o_dtype", "lse_shape", "steps",
+                 "out_slot", "pair")
+
+    def run(self, vals):
+        """The call on `vals` (the arguments in order): its result, or None if the library changed or
+        the kernel refused (the caller runs the slow path instead)."""
+        lib = core._LIBS.get(self.lib_key)
+        if lib is not self.lib:
+            return None
+        p = abi.KseekParams.from_buffer_copy(self.template)
+        for name, slot, delta in self.ptrs:
+            setattr(p, name, vals[slot].data_ptr() + delta)
+        dev = self.device
+        o = torch.empty(self.o_shape, dtype=self.o_dtype, device=dev)
+        lse = torch.empty(self.lse_shape, dtype=torch.float32, device=dev)
+        p.o, p.lse = o.data_ptr(), lse.data_ptr()
+        ws = torch.empty(max(lib.workspace_bytes(p), abi.MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=dev)
+        abi.set_workspace(p, ws)
+        if lib.fwd(p, core._stream(dev)) != abi.OK:
+            return None
+        path = lib.last_path() or "unknown"
+        next(core.CALLS)
+        core.RECORD["steps"], core.RECORD["paths"] = list(self.steps), [path]
+        core.PATH_COUNTS[path] += 1
+        if self.out_slot is not None:
+            out = vals[self.out_slot]
+            out.copy_(o)
+            o = out
+        return (o, lse) if self.pair else o
+
+
+def call(fn, names, args, kwargs):
+    """fn(*args, **kwargs) through the cache (names: fn's parameter names in order), or PASS when the
+    call is not keyed (the fast path is off, or `key` gives None): the caller then calls fn itself."""
+    if not ENABLED:
+        return PASS
+    k, vals, names = key(fn, names, args, kwargs)
+    if k is None:
+        return PASS
+    e = CACHE.get(k)
+    if type(e) is Entry:
+        res = e.run(vals)
+        if res is not None:
+            return res
+        CACHE.pop(k, None)
+    elif e is not SLOW:
+        seen = (e or 0) + 1           # e: None or the sightings so far
+        if seen >= RECORD_ON:
+            return _miss(k, fn, args, kwargs, vals, names)
+        _store(k, seen)
+    return fn(*args, **kwargs)
+
+
+def _store(k, e) -> None:
+    if len(CACHE) >= MAX_ENTRIES:     # drop the keys only seen; if that is not enough, all
+        for old, v in list(CACHE.items()):
+            if type(v) is int:
+                CACHE.pop(old, None)
+        if len(CACHE) >= MAX_ENTRIES // 2:
+            CACHE.clear()
+    CACHE[k] = e
+
+
+def _miss(k, fn, args, kwargs, vals, names):
+    n0 = next(core.CALLS)
+    with core.recording() as rec:
+        res = fn(*args, **kwargs)
+    env = os.environ._data if _RAW_ENV else os.environ
+    if next(core.CALLS) != n0 + 2 or (env.get(_K1), env.get(_K2)) != k[3:5]:
+        return res   # another call reset RECORD meanwhile (a thread), or the kernel settings changed: prove nothing
+    e = entry(rec, vals, names, res)
+    if e is not None:
+        _store(k, e)
+    return res
+
+
+def entry(rec, vals, names, res):
+    """The Entry for a recorded call (rec: attention_core.recording's list), SLOW when the call is
+    not one kernel call on the arguments, or None when this call's aliasing does not prove it."""
+    steps = core.RECORD["steps"]
+    if len(rec) != 1 or not VIEW_STEPS.issuperset(steps):
+        return SLOW
+    inp, launch, lib, lib_key, path = rec[0]
+    o, lse, p = launch.o, launch.lse, launch.params
+    if (core.RECORD["paths"] != [path] or core._LIBS.get(lib_key) is not lib or lse is None
+            or not (o.is_contiguous() and lse.is_contiguous())):
+        return SLOW
+    pair = type(res) is tuple
+    if pair and (len(res) != 2 or res[1] is not lse):
+        return SLOW
+    first = res[0] if pair else res
+    out_slot = None
+    if first is not o:
+        slots = [i for i, x in enumerate(vals) if x is first and names[i] == "out"]
+        if len(slots) != 1:
+            return SLOW
+        out_slot = slots[0]
+    own = {"o": o.data_ptr(), "lse": lse.data_ptr(), "workspace": launch.workspace.data_ptr()}
+    tmpl = abi.KseekParams.from_buffer_copy(p)
+    tmpl.workspace_bytes = 0
+    ptrs = []
+    for f in _PTRS:
+        val = getattr(p, f) or 0
+        setattr(tmpl, f, None)
+        if f in _OWN:
+            if val != own[f]:
+                return SLOW
+            continue
+        src = getattr(inp, f, None)
+        if src is None:
+            if val:
+                return SLOW      # a pointer that is not the data of a tensor the call was given
+            continue
+        where = _source(vals, src)
+        if where is None:
+            return None
+        if where is SLOW or vals[where[0]].data_ptr() + where[1] != val:
+            return SLOW
+        ptrs.append((f, *where))
+    e = Entry()
+    e.lib, e.lib_key, e.template, e.ptrs, e.device = lib, lib_key, tmpl, tuple(ptrs), o.device
+    e.o_shape, e.o_dtype, e.lse_shape = tuple(o.shape), o.dtype, tuple(lse.shape)
+    e.steps, e.out_slot, e.pair = tuple(steps), out_slot, pair
+    return e
+
+
+def _source(vals, src):
+    """(slot, offset in bytes) of the one argument whose data `src` is: src itself, or a view of the
+    one argument sharing src's storage. SLOW when src is no argument's data (a copy); None when aliasing
+    makes it ambiguous (the same tensor in two slots, two arguments on src's storage)."""
+    same = [i for i, x in enumerate(vals) if x is src]
+    if len(same) == 1:
+        return same[0], 0
+    if same:
+        return None
+    base = src.untyped_storage().data_ptr()
+    if not base:
+        return SLOW
+    same = [i for i, x in enumerate(vals) if type(x) is _T and x.untyped_storage().data_ptr() == base]
+    if not same:
+        return SLOW
+    if len(same) > 1:
+        return None
+    return same[0], src.data_ptr() - vals[same[0]].data_ptr()

@@ -1,0 +1,380 @@
+"""kernelseek.attention_fastpath on CPU tensors through the CUDA path's host code (the host-only kseek.h
+library of attention_hostcost): a hit hands kseek_fwd the params the slow path builds for that call,
+field for field, pointers included (o/lse/workspace are the call's own fresh tensors); a change in
+any part of the key misses; the calls it cannot prove identical keep the slow path.
+
+`_run` captures each kseek_fwd's params and whether the slow path built them (abi.make_params ran).
+"""
+import os
+
+import pytest
+import torch
+
+from kernelseek import abi
+from kernelseek import attention as A
+from kernelseek import attention_core as C
+from kernelseek import attention_fastpath as F
+from kernelseek import attention_hostcost as H
+
+HQ, HKV, D = 8, 2, 128
+OWN = ("o", "lse", "workspace")
+
+
+@pytest.fixture(scope="module")
+def lib(tmp_path_factory):
+    return H.host_lib(tmp_path_factory.mktemp("hostonly"))
+
+
+@pytest.fixture
+def spy(lib, monkeypatch):
+    """Within kernel_prep_on_cpu: a list that gets (library, params dict, stream) per kseek_fwd, and
+    a counter of slow-path params builds."""
+    seen, built = [], [0]
+    fwd, make = abi.KernelLib.fwd, abi.make_params
+
+    def fwd_spy(self, params, stream=0):
+        seen.append((self, params.to_dict(), stream))
+        return fwd(self, params, stream)
+
+    def make_spy(*a, **kw):
+        built[0] += 1
+        return make(*a, **kw)
+    monkeypatch.setattr(abi.KernelLib, "fwd", fwd_spy)
+    monkeypatch.setattr(abi, "make_params", make_spy)
+    monkeypatch.setattr(F, "ENABLED", True)
+    monkeypatch.setattr(F, "RECORD_ON", 1)      # record on the first sighting (test_a_key_is_recorded_...: 2)
+    F.clear()
+    with H.kernel_prep_on_cpu(lib):
+        yield seen, built
+    F.clear()
+
+
+def _run(spy, fn, fast=True):
+    """fn() with the fast path on or off: (result, params dict of its one kseek_fwd, slow path ran?)."""
+    seen, built = spy
+    n_seen, n_built = len(seen), built[0]
+    F.ENABLED = fast
+    try:
+        res = fn()
+    finally:
+        F.ENABLED = True
+    assert len(seen) == n_seen + 1, "one kseek_fwd per call"
+    params = dict(seen[-1][1])
+    o, lse = res if isinstance(res, tuple) else (res, None)
+    if lse is not None:
+        assert params["lse"] == lse.data_ptr()
+    assert params["workspace"] and params["workspace_bytes"] >= abi.MIN_WORKSPACE_BYTES
+    return res, params, built[0] > n_built
+
+
+def _same(a, b):
+    """Params equal but for the call's own allocations (o, lse, workspace addresses)."""
+    return {k: v for k, v in a.items() if k not in OWN} == {k: v for k, v in b.items() if k not in OWN}
+
+
+def _check_hit(spy, fn):
+    """Slow path alone, then a miss, then a hit: all three give kseek_fwd the same params, RECORD and
+    path counts; the hit builds no params. -> the hit's result."""
+    counts = C.PATH_COUNTS.copy()
+    slow, p_slow, ran = _run(spy, fn, fast=False)
+    rec = (list(C.RECORD["steps"]), list(C.RECORD["paths"]))
+    assert ran
+    _, p_miss, ran = _run(spy, fn)
+    assert ran and _same(p_slow, p_miss)
+    res, p_hit, ran = _run(spy, fn)
+    assert not ran, "the repeated call took the slow path"
+    assert _same(p_slow, p_hit) and (list(C.RECORD["steps"]), list(C.RECORD["paths"])) == rec
+    assert sum((C.PATH_COUNTS - counts).values()) == 3 and C.PATH_COUNTS[rec[1][0]] - counts[rec[1][0]] == 3
+    for a, b in zip(slow if isinstance(slow, tuple) else (slow,), res if isinstance(res, tuple) else (res,)):
+        assert (a.shape, a.dtype, a.stride(), a.device) == (b.shape, b.dtype, b.stride(), b.device)
+    return res, p_hit
+
+
+def _t(*shape, dtype=torch.bfloat16, g=None):
+    return torch.randn(*shape, generator=g).to(dtype)
+
+
+def _i32(x):
+    return torch.tensor(x, dtype=torch.int32)
+
+
+def _paged(b=4, pages=6, ps=16, dtype=torch.bfloat16):
+    n = b * pages
+    return _t(n, ps, HKV, D, dtype=dtype), _t(n, ps, HKV, D, dtype=dtype), torch.randperm(n).view(b, pages).int()
+
+
+def calls():
+    """name -> a no-argument call (its tensors made once)."""
+    q, k, v = _t(2, 33, HQ, D), _t(2, 40, HKV, D), _t(2, 40, HKV, D)
+    qp, kp, vp = _t(31, HQ, D), _t(47, HKV, D), _t(47, HKV, D)
+    cu_q, cu_k = _i32([0, 5, 30, 31]), _i32([0, 9, 40, 47])
+    kc, vc, table = _paged()
+    q1, lens = _t(4, 1, HQ, D), _i32([96, 1, 50, 17])
+    kd, vd, idx = _t(3, 64, HKV, D), _t(3, 64, HKV, D), _i32([2, 0])
+    f8 = torch.float8_e4m3fn
+    q8, k8, v8 = _t(2, 1, HQ, D, dtype=f8), *_paged(2, 4, 16, f8)[:2]
+    t8, ds, lens8 = torch.randperm(8).view(2, 4).int(), [torch.rand(2, HKV) + 0.5 for _ in range(3)], _i32([60, 3])
+    out, sinks = torch.empty(2, 33, HQ, D, dtype=torch.bfloat16), torch.randn(HQ)
+    return {
+        "dense": lambda: A.flash_attn_func(q, k, v, causal=True, return_attn_probs=True),
+        "dense_out_sinks_softcap": lambda: A.flash_attn_func(q, k, v, softcap=30.0, window_size=[16, 0], s_aux=sinks,
+                                                             out=out, return_attn_probs=True),
+        "varlen": lambda: A.flash_attn_varlen_func(qp, kp, vp, cu_q, cu_k, 25, 31, causal=True),
+        "paged_decode": lambda: A.flash_attn_with_kvcache(q1, kc, vc, cache_seqlens=lens, page_table=table,
+                                                          num_splits=3, return_softmax_lse=True),
+        "varlen_q_paged": lambda: A.flash_attn_with_kvcache(qp[:6], kc, vc, cache_seqlens=lens, page_table=table,
+                                                            cu_seqlens_q=_CU6, max_seqlen_q=3, causal=True),
+        "batch_idx": lambda: A.flash_attn_with_kvcache(q1[:2], kd, vd, cache_seqlens=lens[:2],
+                                                       cache_batch_idx=idx, causal=True),
+        "fp8_paged": lambda: A.flash_attn_with_kvcache(q8, k8, v8, cache_seqlens=lens8, page_table=t8,
+                                                       q_descale=ds[0], k_descale=ds[1], v_descale=ds[2]),
+    }
+
+
+_CU6 = _i32([0, 1, 2, 5, 6])
+
+
+@pytest.mark.parametrize("name", sorted(calls()))
+def test_a_hit_gives_the_kernel_the_slow_paths_params(spy, name):
+    res, p = _check_hit(spy, calls()[name])
+    o = res[0] if isinstance(res, tuple) else res
+    if name == "dense_out_sinks_softcap":
+        assert p["o"] != o.data_ptr()              # out= gets a copy of the kernel's o, as on the slow path
+    if name == "batch_idx":
+        assert C.RECORD["steps"] == ["batch-idx-as-pages"]
+
+
+def test_new_tensors_of_the_same_layout_hit_with_their_own_pointers(spy):
+    big = _t(2, 34, HQ, D)
+    for i in range(3):
+        q = big[:, i % 2:i % 2 + 33]              # a view at another offset, the same strides
+        k, v = _t(2, 40, HKV, D), _t(2, 40, HKV, D)
+        _, p, ran = _run(spy, lambda: A.flash_attn_func(q, k, v, causal=True))
+        assert ran == (i == 0)
+        assert (p["q"], p["k"], p["v"]) == (q.data_ptr(), k.data_ptr(), v.data_ptr())
+
+
+def test_every_part_of_the_key_misses(spy):
+    """Each variant of a cached call misses once, then hits, and gets the slow path's params."""
+    g = torch.Generator().manual_seed(0)
+    q, k, v = _t(2, 33, HQ, D, g=g), _t(2, 40, HKV, D, g=g), _t(2, 40, HKV, D, g=g)
+    kt = _t(2, HKV, 40, D, g=g).transpose(1, 2)                  # same shape as k, other strides
+    c = dict(causal=True)
+    variants = {"base": (q, k, v, c), "strides": (q, kt, v, c), "noncontig_q": (_t(2, 66, HQ, D)[:, ::2], k, v, c),
+                "fp16": (q.half(), k.half(), v.half(), c), "causal": (q, k, v, dict(causal=False)),
+                "window": (q, k, v, dict(c, window_size=(8, -1))), "softcap": (q, k, v, dict(c, softcap=5.0)),
+                "scale": (q, k, v, dict(c, softmax_scale=0.5)), "splits": (q, k, v, dict(c, num_splits=4)),
+                "chunk": (q, k, v, dict(c, attention_chunk=16)), "sinks": (q, k, v, dict(c, s_aux=torch.randn(HQ))),
+                "scale_int": (q, k, v, dict(c, softmax_scale=1)), "scale_float": (q, k, v, dict(c, softmax_scale=1.0)),
+                "lse": (q, k, v, dict(c, return_attn_probs=True)), "positional": (q, k, v, None)}
+    keys = set()
+    for name, (qq, kk, vv, kw) in variants.items():
+        fn = (lambda: A.flash_attn_func(qq, kk, vv, None, True)) if kw is None else \
+            (lambda: A.flash_attn_func(qq, kk, vv, **kw))
+        _, p_slow, _ = _run(spy, fn, fast=False)
+        _, p_miss, ran_miss = _run(spy, fn)
+        _, p_hit, ran_hit = _run(spy, fn)
+        assert ran_miss and not ran_hit, name
+        assert _same(p_slow, p_miss) and _same(p_slow, p_hit), name
+        keys.add(tuple(sorted((k_, v_) for k_, v_ in p_hit.items() if k_ not in OWN)))
+    assert len(F.CACHE) == len(variants)
+    assert len(keys) >= len(variants) - 4   # lse, positional and scale 1 / 1.0 give the kernel the same params
+
+
+def test_none_then_a_tensor_misses(spy):
+    q1, (kc, vc, table) = _t(4, 1, HQ, D), _paged()
+    lens = _i32([96, 1, 50, 17])
+    fn = lambda lp: A.flash_attn_with_kvcache(q1, kc, vc, cache_seqlens=lens, page_table=table, cache_leftpad=lp)
+    _run(spy, lambda: fn(None))
+    _, p, ran = _run(spy, lambda: fn(None))
+    assert not ran and p["leftpad_k"] is None
+    lp = _i32([0, 0, 3, 1])
+    _, p, ran = _run(spy, lambda: fn(lp))
+    assert ran and p["leftpad_k"] == lp.data_ptr()
+
+
+def test_kernel_settings_pick_the_library(spy, lib, monkeypatch):
+    """KSEEK_ATTENTION_DEFINES or _KERNEL changed: a miss, and the library of the new settings."""
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    fn = lambda: A.flash_attn_func(q, k, v)
+    kern = os.environ["KSEEK_ATTENTION_KERNEL"]
+    other = abi.load(lib.path)                     # another KernelLib object of the same library
+    monkeypatch.setitem(C._LIBS, f"{kern} -DX=1", other)
+    monkeypatch.setitem(C._LIBS, "host-only:other", other)
+    seen = spy[0]
+    for env in ({}, {"KSEEK_ATTENTION_DEFINES": "X=1"}, {"KSEEK_ATTENTION_KERNEL": "host-only:other"}):
+        for n, val in env.items():
+            monkeypatch.setenv(n, val)
+        for hit in (False, True):
+            _, _, ran = _run(spy, fn)
+            assert ran != hit and seen[-1][0] is (other if env else lib), env
+        monkeypatch.setenv("KSEEK_ATTENTION_KERNEL", kern)
+        monkeypatch.delenv("KSEEK_ATTENTION_DEFINES", raising=False)
+    _, _, ran = _run(spy, fn)
+    assert not ran and seen[-1][0] is lib
+
+
+def test_a_library_replaced_in_the_cache_misses(spy, lib, monkeypatch):
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    fn = lambda: A.flash_attn_func(q, k, v)
+    _run(spy, fn)
+    other = abi.load(lib.path)
+    monkeypatch.setitem(C._LIBS, os.environ["KSEEK_ATTENTION_KERNEL"], other)
+    _, _, ran = _run(spy, fn)
+    assert ran and spy[0][-1][0] is other
+
+
+def test_aliased_arguments_are_not_cached_but_do_not_block_the_key(spy):
+    q, kv = _t(1, 16, HQ, D), _t(1, 16, HKV, D)
+    k, v = _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    _, p, _ = _run(spy, lambda: A.flash_attn_func(q, kv, kv))
+    assert not F.CACHE
+    _, p, ran = _run(spy, lambda: A.flash_attn_func(q, kv, kv))
+    assert ran
+    _, p, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))   # the same key: still provable, and cached
+    assert ran and (p["k"], p["v"]) == (k.data_ptr(), v.data_ptr())
+    _, p, ran = _run(spy, lambda: A.flash_attn_func(q, kv, kv))
+    assert not ran and p["k"] == p["v"] == kv.data_ptr()
+
+
+def test_packed_qkv_views_hit_with_each_views_pointer(spy):
+    for i in range(2):
+        qkv = _t(1, 16, 3, HKV, D)
+        _, p, ran = _run(spy, lambda: A.flash_attn_qkvpacked_func(qkv))
+        assert ran == (i == 0)
+        assert [p[n] for n in "qkv"] == [qkv[:, :, j].data_ptr() for j in range(3)]
+
+
+def test_calls_it_cannot_prove_keep_the_slow_path(spy):
+    """Copies (int64 lengths, int64 batch_idx), in-place appends, several kernel calls, a 0-d tensor
+    where a value is read: the slow path every time, with its steps."""
+    q1, (kc, vc, table) = _t(4, 1, HQ, D), _paged()
+    qp, kp, vp, cu = _t(6, HQ, D), _t(6, HKV, D), _t(6, HKV, D), _i32([0, 1, 2, 5, 6])
+    kd, vd = _t(3, 64, HKV, D), _t(3, 64, HKV, D)
+    cases = {
+        "int64 lengths": lambda: A.flash_attn_with_kvcache(q1, kc, vc, cache_seqlens=torch.tensor([9, 1, 5, 7]),
+                                                           page_table=table),
+        "int64 batch_idx": lambda: A.flash_attn_with_kvcache(q1[:2], kd, vd, cache_seqlens=_i32([9, 1]),
+                                                             cache_batch_idx=torch.tensor([2, 0])),
+        "append": lambda: A.flash_attn_with_kvcache(q1, kc, vc, _t(4, 1, HKV, D), _t(4, 1, HKV, D),
+                                                    cache_seqlens=_i32([9, 1, 5, 7]), page_table=table),
+        "dv512": lambda: A.flash_attn_func(_t(1, 8, 2, 64), _t(1, 8, 2, 64), _t(1, 8, 2, 512)),
+        "0-d max_seqlen": lambda: A.flash_attn_varlen_func(qp, kp, vp, cu, cu, torch.tensor(3), 3),
+        "int cache_seqlens": lambda: A.flash_attn_with_kvcache(q1, kc, vc, cache_seqlens=40, page_table=table),
+    }
+    built = spy[1]
+    for name, fn in cases.items():
+        steps = None
+        for _ in range(3):
+            nb = built[0]
+            fn()
+            assert built[0] > nb, name
+            steps = steps if steps is not None else list(C.RECORD["steps"])
+            assert C.RECORD["steps"] == steps, name
+        assert not [e for e in F.CACHE.values() if e is not F.SLOW], name
+
+
+def test_a_refusal_on_a_hit_reruns_the_slow_path_and_raises(spy, monkeypatch):
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    fn = lambda: A.flash_attn_func(q, k, v)
+    _run(spy, fn)
+    monkeypatch.setattr(abi.KernelLib, "fwd", lambda self, p, stream=0: abi.ERR_UNSUPPORTED)
+    with pytest.raises(NotImplementedError, match="does not support"):
+        fn()
+    assert not F.CACHE
+
+
+def test_a_hit_issues_only_the_three_allocations(spy):
+    fn = calls()["paged_decode"]
+    _run(spy, fn)
+    ops = H.count_ops(fn)
+    assert dict(ops) == {"empty.memory_format": 3} and not H.sync_ops(ops)
+
+
+def test_without_the_harness_cpu_calls_get_the_reference(lib):
+    fn = calls()["dense"]
+    F.clear()
+    with H.kernel_prep_on_cpu(lib):
+        fn(), fn()
+        assert C.RECORD["paths"] == ["prefill"] and F.CACHE
+    fn()
+    assert C.RECORD["paths"] == ["reference"]
+    F.clear()
+
+
+def test_another_16_byte_alignment_misses(spy):
+    flat = torch.randn(1 * 16 * HQ * D + 8).to(torch.bfloat16)
+    k, v = _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    for off, first in ((0, True), (0, False), (1, True), (8, False)):     # 8 bf16 = 16 bytes: aligned again
+        q = flat[off:off + 16 * HQ * D].view(1, 16, HQ, D)
+        _, p, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+        assert ran == first and p["q"] == q.data_ptr(), off
+
+
+def test_inputs_that_require_grad_keep_the_autograd_wrapper(spy):
+    q, k, v = _t(1, 16, HQ, D).requires_grad_(), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    for _ in range(2):
+        o, _, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+        assert ran and o.requires_grad
+    assert not F.CACHE
+    with torch.no_grad():
+        for first in (True, False):
+            o, _, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+            assert ran == first and not o.requires_grad
+
+
+def test_a_call_overlapping_a_miss_leaves_it_unproven(spy, monkeypatch):
+    """Another thread's call resets RECORD (attention_core.CALLS moves) during a miss: nothing is stored."""
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    fwd = abi.KernelLib.fwd
+
+    def overlapped(self, p, stream=0):
+        next(C.CALLS)
+        return fwd(self, p, stream)
+    monkeypatch.setattr(abi.KernelLib, "fwd", overlapped)
+    A.flash_attn_func(q, k, v)
+    assert not F.CACHE
+    monkeypatch.setattr(abi.KernelLib, "fwd", fwd)
+    A.flash_attn_func(q, k, v)
+    assert len(F.CACHE) == 1
+
+
+def test_the_source_reads_nothing_back():
+    import inspect
+    import re
+    code = "\n".join(line.split("#")[0] for line in inspect.getsource(F).splitlines())
+    assert not re.search(r"\.(cpu|tolist|item|numpy)\(\)|synchronize", code)
+
+
+def test_a_call_with_a_plan_step_that_is_not_a_view_stays_slow(spy, monkeypatch):
+    """Even when every pointer is an argument's: a step (a copy, an in-place write) is not replayed."""
+    from kernelseek import attention_plan
+    direct = attention_plan._direct
+
+    def stepped(p):
+        C.step("writes-something")
+        return direct(p)
+    monkeypatch.setattr(attention_plan, "_direct", stepped)
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    for _ in range(2):
+        _, _, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+        assert ran and C.RECORD["steps"] == ["writes-something"]
+    assert list(F.CACHE.values()) == [F.SLOW]
+
+
+def test_a_key_is_recorded_on_its_second_sighting(spy, monkeypatch):
+    """RECORD_ON 2 (the default): a key seen once costs no recording; the second call records, the third hits."""
+    monkeypatch.setattr(F, "RECORD_ON", 2)
+    recorded = []
+    rec = C.recording
+    monkeypatch.setattr(C, "recording", lambda: recorded.append(1) or rec())
+    q, k, v = _t(1, 16, HQ, D), _t(1, 16, HKV, D), _t(1, 16, HKV, D)
+    for i, (slow, n_rec) in enumerate(((True, 0), (True, 1), (False, 1), (False, 1))):
+        _, p, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+        assert ran == slow and len(recorded) == n_rec and p["q"] == q.data_ptr(), i
+    monkeypatch.setattr(F, "MAX_ENTRIES", 4)
+    for n in range(1, 9):                         # keys seen once go first when the cache is full
+        A.flash_attn_func(q[:, :n], k, v)
+    assert type(F.CACHE[next(iter(F.CACHE))]) is F.Entry and len(F.CACHE) <= 4
+    _, _, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
+    assert not ran
