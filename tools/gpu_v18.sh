@@ -8,6 +8,8 @@
 #   v18     the wgmma long-sequence kernel and the plain D 64 / Dv 256-512 route: qv GPU tests, the other GPU
 #           tests, tools/qv_probe.py (wgmma / mma / old route A/B), the fa3api grid, serving s08, FA3's output
 #           and varlen tests (their d 64 / dv 256-512 cases take kernels/qv_fwd) with what is left
+#   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
+#           cost per call on CUDA, serving s01-s09 against FA3
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v18.sh qv
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -60,6 +62,18 @@ case $mode in
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
     ;;
-  *) echo "unknown mode $mode (qv, probe, v18)"; exit 2 ;;
+  final)
+    log "GPU tests"; timeout -k 5 "$(cap 100)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py \
+      tests/gpu/test_seqused_segments_gpu.py tests/gpu/test_kv_update_gpu.py > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
+    log "fa3api grid"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
+      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "hostcost cuda"; timeout -k 5 "$(cap 40)" python3 tools/hostcost.py --device cuda --reps "${HOSTCOST_REPS:-50}" \
+      --json "$OUT/hostcost_cuda.json" > "$OUT/hostcost_cuda.txt" 2>&1; cut -c1-60 "$OUT/hostcost_cuda.txt"
+    log "serving s01-s09"; timeout -k 5 "$(cap 120)" python3 tools/serving_bench.py --out "$OUT/serving" --rows '^s0' \
+      --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  *) echo "unknown mode $mode (qv, probe, v18, final)"; exit 2 ;;
 esac
 log done
