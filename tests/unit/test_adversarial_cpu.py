@@ -313,3 +313,22 @@ def test_recorded_gpu_results(path):
     missing = sorted(names - set(kernels))
     if missing:      # kernels added after this recording: tools/gpu_trust.sh records them
         pytest.xfail(f"not recorded in {path.name} yet (run tools/gpu_trust.sh on the H200): {missing}")
+
+
+def test_honest_core_refuses_chunked_attention_before_launching(built):
+    """kseek.h ABI 3: a kernel without chunked attention answers KSEEK_ERR_UNSUPPORTED for attention_chunk > 0
+    and KSEEK_ERR_INVALID for < 0, before any CUDA call (so no GPU is needed here); an ABI 2 caller is
+    refused as a version mismatch."""
+    from kernelseek import abi
+    lib = abi.load(built["control_honest"].so_path)
+    p = abi.KseekParams()
+    p.abi_version, p.dtype, p.out_dtype = abi.ABI_VERSION, 0, 0
+    p.batch, p.seqlen_q, p.seqlen_k, p.heads_q, p.heads_kv, p.head_dim, p.head_dim_v = 1, 4, 4, 2, 2, 64, 64
+    p.q, p.k, p.v, p.o = 0x100000, 0x200000, 0x300000, 0x400000
+    p.window_left = p.window_right = -1
+    p.attention_chunk = 5
+    assert lib.fwd(p, 0) == 1          # KSEEK_ERR_UNSUPPORTED
+    p.attention_chunk = -1
+    assert lib.fwd(p, 0) == 2          # KSEEK_ERR_INVALID
+    p.abi_version = 2                  # an ABI 2 caller has no attention_chunk field: refused as a mismatch
+    assert lib.fwd(p, 0) == 5
