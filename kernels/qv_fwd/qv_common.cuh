@@ -12,6 +12,7 @@
 #include <type_traits>
 
 #include "../kseek.h"
+#include "../naive_core.cuh"
 
 #define KSEEK_QV_ABI_VERSION 1
 
@@ -120,10 +121,7 @@ __device__ __forceinline__ Seq seq_of(const kseek_params& p, int b) {
   return s;
 }
 
-__host__ __device__ __forceinline__ int64_t chunk_start(int64_t x, int c) {
-  const uint32_t uc = (uint32_t)c;
-  return x >= 0 ? (int64_t)((uint32_t)x / uc) * c : -(int64_t)(((uint32_t)(-x) + uc - 1u) / uc) * c;
-}
+using naive::chunk_start;   // kernels/naive_core.cuh: floor-division chunk start (kseek.h ABI 3)
 
 // Visible keys [lo, hi] of query position i (kseek.h: bottom-right aligned window, causal = right 0,
 // attention_chunk). Both ends are non-decreasing in i, so a tile's keys are [lo(first), hi(last)].
