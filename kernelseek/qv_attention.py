@@ -116,6 +116,6 @@ def last_splits() -> int:
 
 
 def set_big_kernel(k: int) -> int:
-    """Which kernel takes sequences of > 64 rows per KV head: 1 wgmma (default), 0 the mma.sync 64-row tiles
-    (for A/B probes); returns the previous setting."""
+    """Which kernel takes sequences of > 64 rows per KV head: 2 warp-specialized (default), 1 v18's wgmma form,
+    0 the mma.sync 64-row tiles (for A/B probes); returns the previous setting."""
     return int(_lib()[3](int(k)))

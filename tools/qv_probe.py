@@ -5,9 +5,9 @@
 Rows: the fa3api grid's qv_mla_decode; s08's decode part alone (128 decodes, paged 64, 1k-8k keys); s08's
 prefill part alone (two 512-token chunks over 2k and 8k keys, causal); the grid's dv512 and dv256_d64 (D 64
 without qv). Decode rows run with num_splits 0 (the kernel's choice) and a few forced counts (forcing X
-launches exactly what the choice X would); long rows with the wgmma kernel (/wg), the mma.sync 64-row form
-(/mma) and, without qv, the route before the qv kernel took them (/old: q/k padded, V split). Each is checked
-against the reference once, timed per call and by CUDA-graph replay (fa3api_grid.bench: the L2 flushed per
+launches exactly what the choice X would); long rows with the warp-specialized kernel (/ws), v18's wgmma
+form (/wg), the mma.sync 64-row form (/mma) and, without qv, the route before the qv kernel took them (/old:
+q/k padded, V split). Each is checked against the reference once, timed per call and by CUDA-graph replay (fa3api_grid.bench: the L2 flushed per
 replay) against FA3. Needs a GPU.
 """
 from __future__ import annotations
@@ -20,6 +20,7 @@ import sys
 from kernelseek import fa3api_grid as G
 from kernelseek import qv_attention
 
+NAMES = {2: "ws", 1: "wg", 0: "mma"}   # kseek_qv_set_big_kernel: warp-specialized, v18 wgmma, mma.sync
 MLA = dict(dtype="bf16", head_dim=64, head_dim_v=512, heads_q=16, heads_kv=1, qv=True, scale=0.07216878364870323)
 
 
@@ -47,9 +48,9 @@ def main(argv=None) -> int:
           f"{'x call':>8}{'x grph':>8}")
     for row, splits in rows():
         long = "prefill" in row["name"] or not G.decode_shaped(row)
-        variants = [(ns, 1, True) for ns in splits]
+        variants = [(ns, 2, True) for ns in splits]
         if long:   # the long-sequence kernels A/B; without qv also the route before the qv kernel took it
-            variants += [(0, 0, True)] + ([(0, 1, False)] if not row.get("qv") else [])
+            variants += [(0, 1, True), (0, 0, True)] + ([(0, 2, False)] if not row.get("qv") else [])
         for ns, big, plain in variants:
             r = dict(row, num_splits=ns)
             qv_attention.set_big_kernel(big)
@@ -58,16 +59,16 @@ def main(argv=None) -> int:
             chk = G.check(call)
             used = qv_attention.last_splits()
             res = {**r, "cache_seqlens": None, **chk, **G.bench(call, a.reps), "splits_used": used,
-                   "big_kernel": "wgmma" if big else "mma", "plain": plain}
+                   "big_kernel": NAMES[big], "plain": plain}
             res.update(G.speeds(r, res))
             res["speed"] = res["base_ms"] / res["ours_ms"] if res.get("base_ms") else None
             out.append(res)
-            tag = row["name"] + ("" if not long else ("/wg" if big else "/mma") + ("" if plain else "/old"))
+            tag = row["name"] + ("" if not long else "/" + NAMES[big] + ("" if plain else "/old"))
             print(f"{tag:<20}{ns:>7}{used:>6}{'y' if chk['ok'] else 'N':>4}{res['ours_ms']:>9.4f}"
                   f"{res['ours_graph_ms'] or float('nan'):>8.4f}{res.get('base_ms') or float('nan'):>8.4f}"
                   f"{res.get('base_graph_ms') or float('nan'):>8.4f}{res.get('speed') or float('nan'):>8.3f}"
                   f"{res.get('graph_speed') or float('nan'):>8.3f}  {chk['paths']}", flush=True)
-    qv_attention.set_big_kernel(1)
+    qv_attention.set_big_kernel(2)
     qv_attention.PLAIN = True
     if a.json:
         with open(a.json, "w") as f:

@@ -18,13 +18,17 @@
 //                  the keys split over CTAs (fp32 partials in the workspace, merged by qv_combine,
 //                  launched by programmatic dependent launch); the four warps split the dot-product
 //                  dims, sum their partial S through shared memory and each owns Dv/4 output columns
-//   qv_wgmma.cuh   longer sequences (prefill chunks): two warpgroups on 64 rows, wgmma for S (halves of
-//                  the dot-product k-steps, summed through shared memory) and for P V (Dv/2 columns each)
+//   qv_ws.cuh      longer sequences (prefill chunks), the default: warp-specialized, a producer warpgroup
+//                  (cp.async into a ring of 64-key stages, mbarriers), one warpgroup for S, the softmax and
+//                  half of P V, one for the other half of P V (P through shared memory)
+//   qv_wgmma.cuh   the same rows, v18's form (kept for A/B probes): two warpgroups on 64 rows in lockstep,
+//                  wgmma for S (halves of the dot-product k-steps, summed through shared memory) and P V
 //   qv_fwd.cu      this file: the ABI, parameter checks, the split rule, launches
 // A varlen batch gets both kernels; each CTA skips the sequences of the other kind.
 #include "qv_common.cuh"
 #include "qv_split.cuh"
 #include "qv_wgmma.cuh"
+#include "qv_ws.cuh"
 
 namespace qv {
 
@@ -141,7 +145,23 @@ static int launch_wg(const kseek_params* p, const Args& a, int tiles, cudaStream
   return KSEEK_OK;
 }
 
-static int g_big_kernel = 1;   // long sequences: 1 = qv_wgmma.cuh, 0 = the split kernel's 64-row form (A/B probes)
+template <typename T, int Dv, bool QV>
+static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
+  using C = CfgS<Dv, QV>;
+  static bool attr[64] = {false};
+  int dev = 0;
+  QV_CK(cudaGetDevice(&dev));
+  if (dev < 0 || dev >= 64 || !attr[dev]) {
+    QV_CK(cudaFuncSetAttribute(qv_attn_ws<T, Dv, QV>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    if (dev >= 0 && dev < 64) attr[dev] = true;
+  }
+  qv_attn_ws<T, Dv, QV><<<dim3(tiles, p->heads_kv, p->batch), C::kThreads, C::kSmem, st>>>(*p, a);
+  QV_CK(cudaGetLastError());
+  return KSEEK_OK;
+}
+
+// long sequences: 2 = qv_ws.cuh (default), 1 = qv_wgmma.cuh, 0 = the split kernel's 64-row form (A/B probes)
+static int g_big_kernel = 2;
 
 template <typename T, int Dv>
 static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
@@ -150,8 +170,10 @@ static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
     ab.role = pl.small ? kBig : kAll;
     ab.nsplit = 1;
     ab.kps = INT32_MAX / 2;
-    const int rc = g_big_kernel ? launch_wg<T, Dv>(p, ab, pl.big_tiles, st)
-                                : launch_attn<T, Dv, 4>(p, ab, pl.big_tiles, st);
+    const int rc = g_big_kernel == 2 ? (a.qv ? launch_ws<T, Dv, true>(p, ab, pl.big_tiles, st)
+                                             : launch_ws<T, Dv, false>(p, ab, pl.big_tiles, st))
+                   : g_big_kernel == 1 ? launch_wg<T, Dv>(p, ab, pl.big_tiles, st)
+                                       : launch_attn<T, Dv, 4>(p, ab, pl.big_tiles, st);
     if (rc) return rc;
   }
   if (pl.small) {
@@ -187,13 +209,13 @@ static int g_last_splits = 0;
 
 extern "C" int kseek_qv_abi(void) { return KSEEK_QV_ABI_VERSION; }
 
-extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kernel + wgmma, D 64 + Dv 256/512)"; }
+extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kernel + warp-specialized wgmma, D 64 + Dv 256/512)"; }
 
-// Which kernel takes sequences of > 64 rows per KV head: 1 (default) wgmma, 0 the mma.sync 64-row tiles;
-// for A/B probes (tools/qv_probe.py). Returns the previous setting.
+// Which kernel takes sequences of > 64 rows per KV head: 2 (default) the warp-specialized one, 1 v18's
+// wgmma form, 0 the mma.sync 64-row tiles; for A/B probes (tools/qv_probe.py). Returns the previous setting.
 extern "C" int kseek_qv_set_big_kernel(int k) {
   const int old = qv::g_big_kernel;
-  qv::g_big_kernel = k ? 1 : 0;
+  qv::g_big_kernel = k < 0 ? 0 : k > 2 ? 2 : k;
   return old;
 }
 

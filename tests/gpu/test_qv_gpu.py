@@ -1,7 +1,7 @@
 """kernels/qv_fwd (FA3's qv term) through kernelseek.attention, against reference_fa3 in float64:
 every layout (dense, varlen, paged, dense cache with cache_batch_idx and leftpad), the masks, softcap,
-GQA, both Dv, both 16-bit types; the split (decode) kernel, both long-sequence kernels (wgmma and the
-mma.sync 64-row form) and a varlen batch that takes two; the same head dims without qv; the path recorded
+GQA, both Dv, both 16-bit types; the split (decode) kernel, the three long-sequence kernels (warp-specialized,
+v18's wgmma form and the mma.sync 64-row form) and a varlen batch that takes two; the same head dims without qv; the path recorded
 is "qv" (never the naive kernel); a call the kernel refuses keeps the concatenated route; a captured call
 replays with new inputs."""
 import pytest
@@ -44,16 +44,17 @@ DENSE = [  # (B, Sq, Sk, Hq, Hkv, Dv, kwargs)
     (3, 4, 333, 16, 1, 512, dict(causal=True)),                                 # 64 rows: the split kernel
     (1, 90, 70, 2, 1, 256, dict(causal=True)),                                  # rows 0-19 see no key (lse -inf)
     (2, 129, 129, 8, 8, 512, dict(causal=True, window_size=(17, 3))),
+    (1, 256, 4100, 16, 1, 512, dict(causal=True)),                              # 64 row tiles x 65 key blocks: the ring wraps
 ]
 
 
-@pytest.mark.parametrize("big", [1, 0], ids=["wgmma", "mma"])
+@pytest.mark.parametrize("big", [2, 1, 0], ids=["ws", "wgmma", "mma"])
 @pytest.mark.parametrize("has_qv", [True, False], ids=["qv", "plain"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: f"b{c[0]}q{c[1]}k{c[2]}h{c[3]}-{c[4]}dv{c[5]}")
 def test_dense(case, dtype, has_qv, big):
     b, sq, sk, hq, hkv, dv, kw = case
-    if big == 0 and sq * hq // hkv <= 64:
+    if big != 2 and sq * hq // hkv <= 64:
         pytest.skip("decode shape: the long-sequence kernel is not used")
     dt = DT[dtype]
     q, k, v, qv = _r(b, sq, hq, 64, dt=dt), _r(b, sk, hkv, 64, dt=dt), _r(b, sk, hkv, dv, dt=dt), _r(b, sq, hq, dv, dt=dt)

@@ -1,0 +1,395 @@
+// qv_ws.cuh: the long-sequence kernel of the qv forward, warp-specialized (sequences with > 64 rows per
+// KV head: prefill chunks; the default since v19). Design: kernels/qv_fwd/qv_fwd.cu; Hopper building blocks
+// from kernels/fa3_hopper/hopper_primitives.cuh (128B-swizzled chunks, descriptors, mbarriers, wgmma).
+//
+// Why not qv_wgmma.cuh's form: there both warpgroups compute half of S per 32-key block and sum the halves
+// through shared memory, in lockstep, with the loads, the softmax and the MMAs one after the other (16-18%
+// of the tensor rate on s08's prefill chunks). Here, as FlashAttention-3 does for a value dim over 256:
+//   warpgroup 0 (producer): cp.async of the [q, qv] tile once and of each 64-key [k, v] block into a
+//     ring of kStages stages; each thread's copies arrive on the stage's mbarrier when they land
+//     (cp.async.mbarrier.arrive.noinc), so loads run ahead of the MMAs by up to kStages blocks;
+//   warpgroup 1 (S): S = [q, qv] . [k, v]^T for all 64 rows (wgmma m64n64k16, both operands in shared
+//     memory), the masks and the online softmax; P (16-bit) and each row's rescale factor go to shared
+//     memory for warpgroup 2; then O[:, :Dv/2] += P V (P from registers). Its P V of block i is still in
+//     flight while it issues S of block i + 1;
+//   warpgroup 2 (PV): per block, O[:, Dv/2:] *= alpha, += P V with P read from shared memory.
+// Named barrier 1: P and alpha of a block are ready (S -> PV); 2: the P buffer is free again (PV -> S).
+// A stage is free once both consumers' wgmmas that read it completed (mbarrier `empty`, one arrive per
+// consumer warp). Rows past the sequence and keys past its end are zeros in shared memory and masked.
+#pragma once
+#include "../fa3_hopper/hopper_primitives.cuh"
+#include "qv_common.cuh"
+
+namespace qv {
+
+// O (64 x 128 per call) += A (64 x 16, shared memory, K-major) * B (16 x 128, shared memory, N-major):
+// wgmma with trans-b (hopper_primitives' wgmma_ss is K-major B only).
+template <bool F16>
+__device__ __forceinline__ void wgmma_ss_tb128(float (&d)[64], uint64_t da, uint64_t db, int scale_d) {
+  if constexpr (F16)
+    FA3_WGMMA("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n", "wgmma.mma_async.sync.aligned.m64n128k16.f32.f16.f16", 64,
+              ", %64, %65, p, 1, 1, 0, 1;\n}\n", "l"(da), "l"(db), "r"(scale_d));
+  else
+    FA3_WGMMA("{\n.reg .pred p;\nsetp.ne.b32 p, %66, 0;\n", "wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16",
+              64, ", %64, %65, p, 1, 1, 0, 1;\n}\n", "l"(da), "l"(db), "r"(scale_d));
+}
+
+__device__ __forceinline__ void cp_mbar_arrive(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+template <int Dv, bool QV>
+struct CfgS {
+  static constexpr int kM = 64, kN = 64, kThreads = 384;
+  static constexpr int kChunks = 1 + Dv / 64;             // 64-column chunks of a [k, v] row
+  static constexpr int kQChunks = QV ? kChunks : 1;       // of a [q, qv] row (q alone without qv)
+  static constexpr int kQ = kM * 128 * kQChunks;          // bytes (multiples of 1024: the swizzle atoms)
+  static constexpr int kStage = kN * 128 * kChunks;
+  static constexpr int kP = kM * kN * 2;                   // P, 16-bit, one 64-column chunk
+  static constexpr int kFixed = kQ + kP + 2 * kM * 4 + 256 + 1024;   // + alpha, l, barriers, alignment slack
+  static constexpr int kStages = (227 * 1024 - kFixed) / kStage >= 4 ? 4 : (227 * 1024 - kFixed) / kStage;
+  static constexpr int kOffStage = kQ;
+  static constexpr int kOffP = kOffStage + kStages * kStage;
+  static constexpr int kOffAlpha = kOffP + kP;            // float[64]: this block's rescale factor per row
+  static constexpr int kOffL = kOffAlpha + kM * 4;        // float[64]: the final row sums
+  static constexpr int kOffBar = kOffL + kM * 4;          // qfull, full[kStages], empty[kStages] (8 bytes each)
+  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages) + 1024;
+  static constexpr int kNB = Dv / 256;                    // n128 wgmmas per consumer per k16 step of P V
+  static constexpr int kWgChunk = Dv / 128;               // 64-column V chunks per consumer
+  static_assert(kStages >= 2, "two stages at least");
+  static_assert(kSmem <= 227 * 1024, "shared memory");
+};
+
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;   // 128 * 40 + 256 * 232 <= 64K registers
+
+template <typename T, int Dv, bool QV>
+__global__ void __launch_bounds__(384, 1)
+    qv_attn_ws(const __grid_constant__ kseek_params p, const __grid_constant__ Args a) {
+  using C = CfgS<Dv, QV>;
+  constexpr bool F16 = std::is_same<T, __half>::value;
+  extern __shared__ unsigned char smem_raw[];
+  const uint32_t raw = smem_u32(smem_raw);
+  const uint32_t sbase = (raw + 1023u) & ~1023u;
+  unsigned char* gbase = smem_raw + (sbase - raw);
+  float* s_alpha = reinterpret_cast<float*>(gbase + C::kOffAlpha);
+  float* s_l = reinterpret_cast<float*>(gbase + C::kOffL);
+  const uint32_t bar_q = sbase + C::kOffBar;
+  auto bar_full = [&](int s) { return sbase + C::kOffBar + 8 * (1 + s); };
+  auto bar_empty = [&](int s) { return sbase + C::kOffBar + 8 * (1 + C::kStages + s); };
+  const int tid = threadIdx.x, t = tid & 127;
+  const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);   // warp-uniform as far as the compiler knows
+  const int hkv = blockIdx.y, b = blockIdx.z;
+  const int G = a.G;
+
+  const Seq s = seq_of(p, b);
+  const int mb = s.sq * G;
+  if (!role_takes(a.role, mb)) return;
+  const int m0 = (gridDim.x - 1 - blockIdx.x) * C::kM;   // the last (causal: longest) row tiles first
+  if (m0 >= mb) return;
+  int tlo, thi, dummy;
+  row_range(p, s, m0 / G, tlo, dummy);
+  row_range(p, s, (min(m0 + C::kM, mb) - 1) / G, dummy, thi);
+  const int kbeg = max(tlo, 0), kend = thi + 1;
+  const int nblk = kend > kbeg ? (kend - kbeg + C::kN - 1) / C::kN : 0;
+  if (nblk == 0) {   // no visible key for any row of the tile
+    for (int e = tid; e < C::kM * (Dv / 2); e += C::kThreads) {
+      const int r = e / (Dv / 2), c = e % (Dv / 2);
+      if (m0 + r >= mb) break;
+      const int m = m0 + r, i = m / G, h = hkv * G + m % G;
+      *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
+      float* lp = lse_ptr(p, s, b, i, h);
+      if (lp && c == 0) *lp = -INFINITY;
+    }
+    return;
+  }
+  if (tid == 0) {
+    fa3::mbar_init(bar_q, 128);
+    for (int st = 0; st < C::kStages; ++st) {
+      fa3::mbar_init(bar_full(st), 128);
+      fa3::mbar_init(bar_empty(st), 8);
+    }
+    fa3::fence_mbar_init();
+  }
+  __syncthreads();   // the last CTA-wide barrier
+
+  if (wg == 0) {
+    // ---- producer: thread pair (2r, 2r + 1) copies row r, alternating 16-byte units (32-byte sectors) ----
+    fa3::setmaxnreg_dec<kProducerRegs>();
+    const int row = t >> 1, half = t & 1;
+    {
+      const int m = m0 + row;
+      const bool ok = m < mb;
+      const T* qp = (const T*)p.q;
+      const T* qvp = (const T*)p.q;
+      if (ok) {
+        const int i = m / G, h = hkv * G + m % G;
+        const int64_t qo = p.cu_seqlens_q ? (s.q_row0 + i) * p.q_row_stride
+                                          : (int64_t)b * p.q_batch_stride + (int64_t)i * p.q_row_stride;
+        qp = (const T*)p.q + qo + (int64_t)h * p.q_head_stride;
+        if constexpr (QV) {
+          const int64_t vo = p.cu_seqlens_q ? (s.q_row0 + i) * a.qv_rs : (int64_t)b * a.qv_bs + (int64_t)i * a.qv_rs;
+          qvp = (const T*)a.qv + vo + (int64_t)h * a.qv_hs;
+        }
+      }
+#pragma unroll
+      for (int it = 0; it < C::kQChunks * 4; ++it) {
+        const int u = 2 * it + half;
+        const T* src = u < 8 ? qp + u * 8 : qvp + (u - 8) * 8;
+        cp16(sbase + fa3::swz_offset(row, u * 8, C::kM), src, ok);
+      }
+      cp_mbar_arrive(bar_q);
+    }
+    const T* K = (const T*)p.k;
+    const T* V = (const T*)p.v;
+    const int32_t* pages = p.page_table ? p.page_table + (int64_t)b * p.page_table_stride : nullptr;
+    for (int blk = 0; blk < nblk; ++blk) {
+      const int st = blk % C::kStages;
+      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
+      const int jp = kbeg + blk * C::kN + row;
+      const bool ok = jp < kend;
+      const T* kp = K;
+      const T* vp = V;
+      if (ok) {
+        const int64_t j = (int64_t)jp + s.lp;
+        int64_t ko, vo;
+        if (pages) {
+          const int64_t pg = pages[j / p.page_size], slot = j % p.page_size;
+          ko = pg * p.k_batch_stride + slot * p.k_row_stride;
+          vo = pg * p.v_batch_stride + slot * p.v_row_stride;
+        } else if (p.cu_seqlens_k) {
+          ko = (s.k_row0 + j) * p.k_row_stride;
+          vo = (s.k_row0 + j) * p.v_row_stride;
+        } else {
+          ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
+          vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
+        }
+        kp = K + ko + (int64_t)hkv * p.k_head_stride;
+        vp = V + vo + (int64_t)hkv * p.v_head_stride;
+      }
+      const uint32_t dst = sbase + C::kOffStage + st * C::kStage;
+#pragma unroll
+      for (int it = 0; it < C::kChunks * 4; ++it) {
+        const int u = 2 * it + half;
+        const T* src = u < 8 ? kp + u * 8 : vp + (u - 8) * 8;
+        cp16(dst + fa3::swz_offset(row, u * 8, C::kN), src, ok);
+      }
+      cp_mbar_arrive(bar_full(st));
+    }
+    cp_wait<0>();
+    return;
+  }
+
+  fa3::setmaxnreg_inc<kConsumerRegs>();
+  const bool is_s = wg == 1;
+  const uint32_t sP = sbase + C::kOffP;
+  const int r0 = fa3::acc_row(t, 0);
+  int rlo[2], rhi[2];
+  bool rvalid[2];
+#pragma unroll
+  for (int u = 0; u < 2; ++u) {
+    const int m = m0 + r0 + 8 * u;
+    rvalid[u] = m < mb;
+    if (rvalid[u]) {
+      row_range(p, s, m / G, rlo[u], rhi[u]);
+    } else {
+      rlo[u] = 0;
+      rhi[u] = -1;
+    }
+  }
+  // this consumer's V columns: chunks 1 + wg' * kWgChunk .. of the [k, v] stage
+  const int vchunk0 = 1 + (is_s ? 0 : C::kWgChunk);
+  float o[C::kNB][64];
+#pragma unroll
+  for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+    for (int i = 0; i < 64; ++i) o[nb][i] = 0.f;
+  const int lane = t & 31;
+  auto release = [&](int st) {
+    __syncwarp();
+    if (lane == 0) fa3::mbar_arrive(bar_empty(st));
+  };
+
+  if (is_s) {
+    // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
+    constexpr int nks = 4 * C::kQChunks;
+    float sacc[32];
+#pragma unroll
+    for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
+    uint32_t pa[4][4];
+    float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
+    const float smul = p.scale;
+    const bool capped = p.softcap > 0.f;
+    fa3::mbar_wait(bar_q, 0);
+    for (int blk = 0; blk < nblk; ++blk) {
+      const int st = blk % C::kStages;
+      fa3::mbar_wait(bar_full(st), (blk / C::kStages) & 1);
+      fa3::fence_proxy_async_smem();   // cp.async wrote through the generic proxy; wgmma reads through the async one
+      const uint32_t sst = sbase + C::kOffStage + st * C::kStage;
+      fa3::wgmma_fence();
+#pragma unroll
+      for (int ks = 0; ks < nks; ++ks)
+        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(sbase, C::kM, ks), fa3::desc_kmajor(sst, C::kN, ks), ks > 0);
+      fa3::wgmma_commit();
+      if (blk > 0) {   // the previous block's P V (issued last iteration) is done: its stage is free
+        fa3::wgmma_wait<1>();
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+        fa3::fence_regs(pa);
+        release((blk - 1) % C::kStages);
+      }
+      fa3::wgmma_wait<0>();
+      fa3::fence_regs(sacc);
+
+      // scores (log2 units), masks, online softmax
+      const int kb = kbeg + blk * C::kN;
+      float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int u = (i >> 1) & 1;
+        const int j = kb + fa3::acc_col(t, i);
+        float x = sacc[i] * smul;
+        if (capped) x = p.softcap * tanhf(x / p.softcap);
+        x = (j >= rlo[u] && j <= rhi[u] && j < kend) ? x * kLog2e : -INFINITY;
+        sacc[i] = x;
+        mx[u] = fmaxf(mx[u], x);
+      }
+      float alpha[2], muse[2];
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
+        mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
+        const float mn = fmaxf(mrow[u], mx[u]);
+        muse[u] = mn == -INFINITY ? 0.f : mn;
+        alpha[u] = exp2f(mrow[u] - muse[u]);
+        mrow[u] = mn;
+        lsum[u] *= alpha[u];
+      }
+#pragma unroll
+      for (int i = 0; i < 32; ++i) {
+        const int u = (i >> 1) & 1;
+        sacc[i] = exp2f(sacc[i] - muse[u]);
+        lsum[u] += sacc[i];
+      }
+      fa3::acc_to_a<F16, 32>(sacc, pa);
+
+      // hand P and alpha to warpgroup 2 once it is done with the previous block's
+      fa3::named_bar_sync(2, 256);
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int jj = 0; jj < 4; ++jj) {   // pa[kk][jj]: row r0 + 8 (jj & 1), keys 16 kk + 8 (jj >> 1) + 2 (t & 3)
+          const int r = r0 + 8 * (jj & 1), c = 16 * kk + 8 * (jj >> 1) + 2 * (t & 3);
+          fa3::st_shared_u32(sP + fa3::swz_offset(r, c, C::kM), pa[kk][jj]);
+        }
+      if ((t & 3) == 0) {
+        s_alpha[r0] = alpha[0];
+        s_alpha[r0 + 8] = alpha[1];
+      }
+      if (blk == nblk - 1) {
+        float lt[2];
+#pragma unroll
+        for (int u = 0; u < 2; ++u) {
+          lt[u] = lsum[u] + __shfl_xor_sync(0xffffffffu, lsum[u], 1);
+          lt[u] += __shfl_xor_sync(0xffffffffu, lt[u], 2);
+        }
+        if ((t & 3) == 0) {
+          s_l[r0] = lt[0];
+          s_l[r0 + 8] = lt[1];
+        }
+      }
+      fa3::fence_proxy_async_smem();   // P is read by warpgroup 2's wgmma (async proxy)
+      fa3::named_bar_arrive(1, 256);
+
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[nb][i] *= alpha[(i >> 1) & 1];
+      fa3::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb) {
+          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
+          fa3::wgmma_rs_tb<F16>(o[nb], pa[kk], fa3::desc_mnmajor(vch, C::kN, kk), 1);
+        }
+      fa3::wgmma_commit();
+    }
+    fa3::wgmma_wait<0>();
+#pragma unroll
+    for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+    fa3::fence_regs(pa);
+    release((nblk - 1) % C::kStages);
+
+    // epilogue: O[:, :Dv/2] / l and lse
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 1);
+      lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 2);
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (!rvalid[u]) continue;
+      const int m = m0 + r0 + 8 * u;
+      const int i = m / G, h = hkv * G + m % G;
+      const float l = lsum[u];
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* op = out_ptr<T>(p, s, b, i, h);
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+        for (int i2 = 0; i2 < 64; i2 += 4) {
+          const int e = i2 + 2 * u;
+          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
+        }
+      float* lp = lse_ptr(p, s, b, i, h);
+      if (lp && (t & 3) == 0) *lp = l > 0.f ? (mrow[u] + log2f(l)) * kLn2 : -INFINITY;
+    }
+  } else {
+    // ---- warpgroup 2: O[:, Dv/2:] += P V with P from shared memory ---------------------------------
+    fa3::named_bar_arrive(2, 256);   // the P buffer starts free
+    for (int blk = 0; blk < nblk; ++blk) {
+      const int st = blk % C::kStages;
+      fa3::named_bar_sync(1, 256);   // P and alpha of this block
+      fa3::mbar_wait(bar_full(st), (blk / C::kStages) & 1);   // already complete: warpgroup 1 waited on it
+      fa3::fence_proxy_async_smem();
+      const float al0 = s_alpha[r0], al1 = s_alpha[r0 + 8];
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+        for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
+      const uint32_t sst = sbase + C::kOffStage + st * C::kStage;
+      fa3::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb) {
+          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
+          wgmma_ss_tb128<F16>(o[nb], fa3::desc_kmajor(sP, C::kM, kk), fa3::desc_mnmajor(vch, C::kN, kk), 1);
+        }
+      fa3::wgmma_commit();
+      fa3::wgmma_wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+      if (blk + 1 < nblk) fa3::named_bar_arrive(2, 256);   // P buffer and alpha free
+      release(st);
+    }
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (!rvalid[u]) continue;
+      const int m = m0 + r0 + 8 * u;
+      const int i = m / G, h = hkv * G + m % G;
+      const float l = s_l[r0 + 8 * u];
+      const float inv = l > 0.f ? 1.f / l : 0.f;
+      T* op = out_ptr<T>(p, s, b, i, h) + Dv / 2;
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+        for (int i2 = 0; i2 < 64; i2 += 4) {
+          const int e = i2 + 2 * u;
+          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
+        }
+    }
+  }
+}
+
+}  // namespace qv
