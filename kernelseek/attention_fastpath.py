@@ -34,6 +34,7 @@ import torch
 
 from . import abi
 from . import attention_core as core
+from . import kv_update
 
 ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
 MAX_ENTRIES = 1024                    # then keys seen once go, or all (keys with NaN scalars never match)
@@ -50,7 +51,8 @@ SLOW = "slow"                         # a key that keeps the slow path
 PASS = object()                       # `call`'s answer for a call it does not key
 CACHE: dict = {}
 _PTRS = tuple(n for n, t in abi.KseekParams._fields_ if t is ctypes.c_void_p)
-_OWN = ("o", "lse", "workspace")      # pointers the call allocates
+_KVU_PTRS = tuple(n for n, t in kv_update.KvuParams._fields_ if t is ctypes.c_void_p)
+KVU_STEP = "kv-update"                # attention._update_cache's step for its one kv_update launch
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NUMS = frozenset({int, float, bool})
 _T = torch.Tensor
@@ -100,20 +102,55 @@ def _parts(parts, names, vals, grad):
     return tuple(parts)
 
 
-class Entry:
-    """What a hit needs: the params without pointers, where each pointer comes from, and the outputs."""
-    __slots__ = ("lib", "lib_key", "template", "ptrs", "device", "o_shape", "o_dtype", "lse_shape", "steps",
-                 "out_slot", "pair")
+def _filled(cls, template, ptrs, vals):
+    """A copy of the params `template` with each (field, slot, offset) of `ptrs` set to vals[slot]'s data + offset."""
+    p = cls.from_buffer_copy(template)
+    for name, slot, delta in ptrs:
+        setattr(p, name, vals[slot].data_ptr() + delta)
+    return p
+
+
+class Pre:
+    """The kv_update launch of a pair (kv_update.Launched, proven): its params without pointers, where each
+    pointer comes from, and the shapes of its own outputs (seqused, and q_out when it rotates q)."""
+    __slots__ = ("fn", "template", "ptrs", "device", "used_shape", "q_shape", "q_dtype")
 
     def run(self, vals):
-        """The call on `vals` (the arguments in order): its result, or None if the library changed or
-        the kernel refused (the caller runs the slow path instead)."""
+        """(q_out or None, seqused) of this call's kv_update launch, allocated and launched as kv_update.update
+        does; None if the library changed or the kernel refused."""
+        if not kv_update._LIB or kv_update._LIB[0] is not self.fn:
+            return None
+        p = _filled(kv_update.KvuParams, self.template, self.ptrs, vals)
+        dev = self.device
+        seqused = torch.empty(self.used_shape, dtype=torch.int32, device=dev)
+        q_out = None
+        if self.q_shape is not None:
+            q_out = torch.empty(self.q_shape, dtype=self.q_dtype, device=dev)
+            p.q_out = q_out.data_ptr()
+        p.seqused_out = seqused.data_ptr()
+        if self.fn(ctypes.byref(p), ctypes.c_void_p(core._stream(dev) or None)) != 0:
+            return None
+        return q_out, seqused
+
+
+class Entry:
+    """What a hit needs: the params without pointers, where each pointer comes from, and the outputs;
+    `pre`: the kv_update launch before it (a Pre), or None."""
+    __slots__ = ("lib", "lib_key", "template", "ptrs", "device", "o_shape", "o_dtype", "lse_shape", "steps",
+                 "out_slot", "pair", "pre")
+
+    def run(self, vals):
+        """The call on `vals` (the arguments in order): its result, or None if a library changed or a
+        kernel refused (the caller runs the slow path instead)."""
         lib = core._LIBS.get(self.lib_key)
         if lib is not self.lib:
             return None
-        p = abi.KseekParams.from_buffer_copy(self.template)
-        for name, slot, delta in self.ptrs:
-            setattr(p, name, vals[slot].data_ptr() + delta)
+        if self.pre is not None:       # its outputs follow the arguments: kseek_fwd's pointers may come from them
+            made = self.pre.run(vals)
+            if made is None:
+                return None
+            vals = vals + made
+        p = _filled(abi.KseekParams, self.template, self.ptrs, vals)
         dev = self.device
         o = torch.empty(self.o_shape, dtype=self.o_dtype, device=dev)
         lse = torch.empty(self.lse_shape, dtype=torch.float32, device=dev)
@@ -180,9 +217,17 @@ def _miss(k, fn, args, kwargs, vals, names):
 
 def entry(rec, vals, names, res):
     """The Entry for a recorded call (rec: attention_core.recording's list), SLOW when the call is
-    not one kernel call on the arguments, or None when this call's aliasing does not prove it."""
+    not one kernel call on the arguments (after at most one kv_update launch on them), or None when
+    this call's aliasing does not prove it."""
     steps = core.RECORD["steps"]
-    if len(rec) != 1 or not VIEW_STEPS.issuperset(steps):
+    pre, views, args = None, steps, vals
+    if len(rec) == 2 and type(rec[0]) is kv_update.Launched and steps[:1] == [KVU_STEP]:
+        pre = _pre(rec[0], vals)
+        if type(pre) is not Pre:
+            return pre
+        made = (rec[0].tensors.get("q_out"), rec[0].tensors["seqused_out"])
+        rec, views, vals = rec[1:], steps[1:], vals + made
+    if len(rec) != 1 or type(rec[0]) is not tuple or not VIEW_STEPS.issuperset(views):
         return SLOW
     inp, launch, lib, lib_key, path = rec[0]
     o, lse, p = launch.o, launch.lse, launch.params
@@ -195,22 +240,55 @@ def entry(rec, vals, names, res):
     first = res[0] if pair else res
     out_slot = None
     if first is not o:
-        slots = [i for i, x in enumerate(vals) if x is first and names[i] == "out"]
+        slots = [i for i, x in enumerate(args) if x is first and names[i] == "out"]
         if len(slots) != 1:
             return SLOW
         out_slot = slots[0]
     own = {"o": o.data_ptr(), "lse": lse.data_ptr(), "workspace": launch.workspace.data_ptr()}
-    tmpl = abi.KseekParams.from_buffer_copy(p)
-    tmpl.workspace_bytes = 0
+    proof = _pointers(p, _PTRS, own, lambda f: getattr(inp, f, None), vals)
+    if type(proof) is not tuple:
+        return proof
+    e = Entry()
+    e.lib, e.lib_key, (e.template, e.ptrs), e.device = lib, lib_key, proof, o.device
+    e.template.workspace_bytes = 0
+    e.o_shape, e.o_dtype, e.lse_shape = tuple(o.shape), o.dtype, tuple(lse.shape)
+    e.steps, e.out_slot, e.pair, e.pre = tuple(steps), out_slot, pair, pre
+    return e
+
+
+def _pre(kvu, vals):
+    """The Pre of a recorded kv_update launch (kv_update.Launched) whose every pointer is its own fresh
+    output or the data of exactly one argument; SLOW / None as `entry`."""
+    t = kvu.tensors
+    q_out, used = t.get("q_out"), t["seqused_out"]
+    if (not kv_update._LIB or kv_update._LIB[0] is not kvu.fn or not used.is_contiguous()
+            or not (q_out is None or q_out.is_contiguous())):
+        return SLOW
+    own = {"q_out": 0 if q_out is None else q_out.data_ptr(), "seqused_out": used.data_ptr()}
+    proof = _pointers(kvu.params, _KVU_PTRS, own, t.get, vals)
+    if type(proof) is not tuple:
+        return proof
+    e = Pre()
+    e.fn, (e.template, e.ptrs), e.device, e.used_shape = kvu.fn, proof, used.device, tuple(used.shape)
+    e.q_shape, e.q_dtype = (None, None) if q_out is None else (tuple(q_out.shape), q_out.dtype)
+    return e
+
+
+def _pointers(p, fields, own, src_of, vals):
+    """(a copy of the params p with its pointer `fields` cleared, ((field, slot, offset in bytes), ...))
+    when each pointer is own[field] (a fresh output) or the data of exactly one of vals (src_of(field):
+    the tensor the host code pointed it at; see _source); SLOW when one is neither, None when aliasing
+    makes it ambiguous."""
+    tmpl = type(p).from_buffer_copy(p)
     ptrs = []
-    for f in _PTRS:
+    for f in fields:
         val = getattr(p, f) or 0
         setattr(tmpl, f, None)
-        if f in _OWN:
+        if f in own:
             if val != own[f]:
                 return SLOW
             continue
-        src = getattr(inp, f, None)
+        src = src_of(f)
         if src is None:
             if val:
                 return SLOW      # a pointer that is not the data of a tensor the call was given
@@ -221,11 +299,7 @@ def entry(rec, vals, names, res):
         if where is SLOW or vals[where[0]].data_ptr() + where[1] != val:
             return SLOW
         ptrs.append((f, *where))
-    e = Entry()
-    e.lib, e.lib_key, e.template, e.ptrs, e.device = lib, lib_key, tmpl, tuple(ptrs), o.device
-    e.o_shape, e.o_dtype, e.lse_shape = tuple(o.shape), o.dtype, tuple(lse.shape)
-    e.steps, e.out_slot, e.pair = tuple(steps), out_slot, pair
-    return e
+    return tmpl, tuple(ptrs)
 
 
 def _source(vals, src):

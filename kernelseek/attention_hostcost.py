@@ -2,6 +2,7 @@
 
     lib = host_lib()                                   # a kseek.h library whose kseek_fwd launches nothing
     with kernel_prep_on_cpu(lib): o, lse = call()      # CPU tensors take the CUDA path's host code
+    with kv_update_on_cpu(kvu_host_lib()): ...         # and kv_update.update too (the update runs on the host)
     per_stage(call, reps)                              # microseconds per call by stage
     ops = count_ops(call)                              # aten ops the call issues (TorchDispatchMode)
     sync_ops(ops), launch_ops(ops)                     # those that sync / launch a kernel on CUDA
@@ -49,6 +50,107 @@ extern "C" int kseek_last_path(void) { return 2; }
 extern "C" const char* kseek_name(void) { return "host-only"; }
 """
 
+KVU_HOST_SRC = r"""
+// Host-only stand-in for kernels/kv_update.cu (kernelseek.attention_hostcost.kvu_host_lib): the real
+// source is compiled for its struct, ABI version and status codes (its own entry is renamed and never
+// called: it launches), and kseek_kv_update runs the kernel's per-element work in a loop on the host,
+// over host memory (CPU tensors), with the kernel's arithmetic (float32, each product and sum rounded,
+// round to nearest even). So a call on CPU tensors updates the cache as the GPU does.
+#define kseek_kv_update kseek_kv_update_on_device
+#include "kv_update.cu"
+#undef kseek_kv_update
+
+namespace host {
+inline float f(__nv_bfloat16 x) { return __bfloat162float(x); }
+inline float f(__half x) { return __half2float(x); }
+inline float f(__nv_fp8_e4m3 x) { return float(x); }
+template <typename T> T to(float x);
+template <> __nv_bfloat16 to(float x) { return __float2bfloat16_rn(x); }
+template <> __half to(float x) { return __float2half_rn(x); }
+template <> __nv_fp8_e4m3 to(float x) {
+  __nv_fp8_e4m3 r;
+  r.__x = __nv_cvt_float_to_fp8(x, __NV_NOSAT, __NV_E4M3);
+  return r;
+}
+
+float cs(const kseek_kvu_params& p, const void* base, int64_t row, int i) {
+  row = row < 0 ? 0 : (row >= p.cs_rows ? p.cs_rows - 1 : row);
+  const int64_t off = row * p.cs_row_stride + i;
+  if (p.cs_dtype == KVU_FP32) return static_cast<const float*>(base)[off];
+  if (p.cs_dtype == KVU_BF16) return __bfloat162float(static_cast<const __nv_bfloat16*>(base)[off]);
+  return __half2float(static_cast<const __half*>(base)[off]);
+}
+
+// One head row of dim elements src -> dst, its first rd dims rotated at position pos.
+template <typename T>
+void put(const kseek_kvu_params& p, const T* src, T* dst, int dim, int rd, int64_t pos) {
+  for (int d = rd; d < dim; ++d) dst[d] = src[d];
+  for (int i = 0; i < rd / 2; ++i) {
+    const int a_at = p.interleaved ? 2 * i : i, b_at = p.interleaved ? 2 * i + 1 : i + rd / 2;
+    const float c = cs(p, p.cos, pos, i), s = cs(p, p.sin, pos, i), a = f(src[a_at]), b = f(src[b_at]);
+    dst[a_at] = to<T>(a * c - b * s);
+    dst[b_at] = to<T>(a * s + b * c);
+  }
+}
+
+int seq(const int32_t* cu, int batch, int64_t t) {      // the largest b with cu[b] <= t
+  int b = 0;
+  while (b + 1 < batch && cu[b + 1] <= t) ++b;
+  return b;
+}
+
+template <typename T>
+int run(const kseek_kvu_params& p) {
+  for (int b = 0; b < p.batch && p.seqused_out; ++b)
+    p.seqused_out[b] = p.seqlens[b] + (p.cu_new ? p.cu_new[b + 1] - p.cu_new[b] : p.seqlen_new);
+  for (int64_t t = 0; p.q && p.rotary_dim > 0 && t < p.total_q; ++t) {
+    const int b = p.cu_q ? seq(p.cu_q, p.batch, t) : int(t / p.seqlen_q);
+    const int i = int(p.cu_q ? t - p.cu_q[b] : t % p.seqlen_q);
+    const int64_t so = p.cu_q ? t * p.q_row_stride : b * p.q_batch_stride + i * p.q_row_stride;
+    const int64_t doff = p.cu_q ? t * p.qo_row_stride : b * p.qo_batch_stride + i * p.qo_row_stride;
+    for (int h = 0; h < p.heads_q; ++h)
+      put<T>(p, static_cast<const T*>(p.q) + so + h * p.q_head_stride, static_cast<T*>(p.q_out) + doff +
+             h * p.qo_head_stride, p.head_dim, p.rotary_dim, p.ro[b] + (p.per_row ? i : 0));
+  }
+  for (int64_t t = 0; t < p.total_new; ++t) {
+    const int b = p.cu_new ? seq(p.cu_new, p.batch, t) : int(t / p.seqlen_new);
+    const int j = int(p.cu_new ? t - p.cu_new[b] : t % p.seqlen_new);
+    const int64_t pos = int64_t(p.seqlens[b]) + j, row = p.batch_idx ? p.batch_idx[b] : b;
+    if (pos < 0 || pos >= p.capacity) continue;
+    int64_t slot = row, at = pos;                          // (cache batch or page, row in it)
+    if (p.page_table) {
+      slot = p.page_table[row * p.page_table_stride + pos / p.page_size];
+      at = pos % p.page_size;
+      if (slot < 0 || slot >= p.num_pages) continue;
+    }
+    const int64_t kn = p.cu_new ? t * p.kn_row_stride : b * p.kn_batch_stride + j * p.kn_row_stride;
+    const int64_t vn = p.cu_new ? t * p.vn_row_stride : b * p.vn_batch_stride + j * p.vn_row_stride;
+    for (int h = 0; h < p.heads_kv; ++h) {
+      put<T>(p, static_cast<const T*>(p.k_new) + kn + h * p.kn_head_stride, static_cast<T*>(p.k_cache) +
+             slot * p.kc_batch_stride + at * p.kc_row_stride + h * p.kc_head_stride, p.head_dim, p.rotary_dim,
+             p.ro ? p.ro[b] + j : 0);
+      put<T>(p, static_cast<const T*>(p.v_new) + vn + h * p.vn_head_stride, static_cast<T*>(p.v_cache) +
+             slot * p.vc_batch_stride + at * p.vc_row_stride + h * p.vc_head_stride, p.head_dim_v, 0, 0);
+    }
+  }
+  return KVU_OK;
+}
+}  // namespace host
+
+extern "C" int kseek_kv_update(const kseek_kvu_params* p, cudaStream_t) {
+  if (p == nullptr || p->abi_version != KSEEK_KVU_ABI_VERSION) return KVU_ERR_ABI;
+  if (p->seqlens == nullptr || (p->total_new > 0 && (!p->k_new || !p->v_new || !p->k_cache || !p->v_cache)) ||
+      (p->rotary_dim > 0 && (!p->cos || !p->sin || !p->ro)) || (p->q && p->rotary_dim > 0 && !p->q_out))
+    return KVU_ERR_INVALID;
+  switch (p->dtype) {
+    case KVU_BF16: return host::run<__nv_bfloat16>(*p);
+    case KVU_FP16: return host::run<__half>(*p);
+    case KVU_FP8_E4M3: return host::run<__nv_fp8_e4m3>(*p);
+    default: return KVU_ERR_INVALID;
+  }
+}
+"""
+
 # On CUDA these wait for the device or copy through the host: item()/int()/bool() of a tensor
 # (_local_scalar_dense), nonzero (boolean masks, x[bool]), a size read from device data
 # (repeat_interleave/masked_select/unique with tensor counts), a tensor built from Python data
@@ -65,24 +167,45 @@ META_OPS = {"view", "_unsafe_view", "as_strided", "empty", "empty_strided", "exp
             "view_as_real", "diagonal", "set_", "resize_"}
 
 
-def host_lib(cache_dir: str | os.PathLike | None = None) -> abi.KernelLib:
-    """Build (once, cached by source hash) and load the host-only stand-in library."""
-    from .build import REPO_KERNELS, cache_root, find_nvcc
-    header = (REPO_KERNELS / "kseek.h").read_text()
-    key = hashlib.sha256((HOST_ONLY_SRC + header).encode()).hexdigest()[:16]
+def _build_host_only(name: str, src_text: str, deps: str, flags: list, cache_dir) -> Path:
+    """The .so of a host-only stand-in (built once, cached by the hash of its source and `deps`)."""
+    from .build import cache_root, find_nvcc
+    key = hashlib.sha256((src_text + deps).encode()).hexdigest()[:16]
     d = Path(cache_dir) if cache_dir else cache_root() / "hostonly"
-    so = d / f"hostonly-{key}.so"
+    so = d / f"{name}-{key}.so"
     if not so.exists():
         d.mkdir(parents=True, exist_ok=True)
-        src = d / f"hostonly-{key}.cu"
-        src.write_text(HOST_ONLY_SRC)
+        src = d / f"{name}-{key}.cu"
+        src.write_text(src_text)
         tmp = so.with_suffix(f".{os.getpid()}.tmp")
-        r = subprocess.run([find_nvcc(), "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared",
-                            f"-I{REPO_KERNELS}", str(src), "-o", str(tmp)], capture_output=True, text=True)
+        r = subprocess.run([find_nvcc(), "-shared", "-Xcompiler", "-fPIC", "--cudart", "shared", *flags, str(src),
+                            "-o", str(tmp)], capture_output=True, text=True)
         if r.returncode != 0:
             raise RuntimeError(f"{src}: host-only library build failed:\n{(r.stdout + r.stderr)[-2000:]}")
         os.replace(tmp, so)
+    return so
+
+
+def host_lib(cache_dir: str | os.PathLike | None = None) -> abi.KernelLib:
+    """Build (once, cached by source hash) and load the host-only stand-in library."""
+    from .build import REPO_KERNELS
+    so = _build_host_only("hostonly", HOST_ONLY_SRC, (REPO_KERNELS / "kseek.h").read_text(), [f"-I{REPO_KERNELS}"],
+                          cache_dir)
     return abi.load(so)
+
+
+def kvu_host_lib(cache_dir: str | os.PathLike | None = None):
+    """kseek_kv_update of the host-only stand-in for kernels/kv_update.cu (KVU_HOST_SRC; built once, cached
+    by the hash of both sources), a ctypes function as kv_update._lib() gives."""
+    import ctypes
+    from . import kv_update
+    from .build import arch_flags
+    so = _build_host_only("kvu-hostonly", KVU_HOST_SRC, kv_update.KERNEL.read_text(),
+                          [*arch_flags("sm_90a"), "-Xcompiler", "-ffp-contract=off", f"-I{kv_update.KERNEL.parent}"],
+                          cache_dir)
+    fn = ctypes.CDLL(str(so)).kseek_kv_update
+    fn.argtypes, fn.restype = [ctypes.POINTER(kv_update.KvuParams), ctypes.c_void_p], ctypes.c_int
+    return fn
 
 
 @contextlib.contextmanager
@@ -102,6 +225,20 @@ def kernel_prep_on_cpu(lib: abi.KernelLib):
             os.environ.pop("KSEEK_ATTENTION_KERNEL", None)
         else:
             os.environ["KSEEK_ATTENTION_KERNEL"] = old_env
+
+
+@contextlib.contextmanager
+def kv_update_on_cpu(fn):
+    """Within: kv_update.update takes CPU tensors and calls `fn` (kvu_host_lib()) as its kernel."""
+    from . import kv_update
+    old = list(kv_update._LIB)
+    kv_update._LIB[:] = [fn]
+    kv_update.DEVICE_TYPES.add("cpu")
+    try:
+        yield
+    finally:
+        kv_update.DEVICE_TYPES.discard("cpu")
+        kv_update._LIB[:] = old
 
 
 # ---- op counts -----------------------------------------------------------------------------------

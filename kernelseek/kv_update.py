@@ -9,6 +9,11 @@ ops, bit for bit (tests/gpu/test_kv_update_gpu.py), in one launch and without a 
 CUDA tensors of one element type (bf16, fp16, fp8 e4m3) whose rows are 8-element aligned; anything
 else answers None and attention.py keeps the torch ops (CPU tensors, mixed dtypes, odd strides).
 The library is built once per process (helper_lib: the harness's cached nvcc build and constraint check).
+
+While attention_core.recording is open, a launch appends a `Launched` (the function, its params and the
+tensor behind each pointer) to the recording's list: attention_fastpath replays it on a hit.
+DEVICE_TYPES: the devices whose tensors the kernel takes (attention_hostcost.kv_update_on_cpu adds "cpu",
+against a host-only library, so the tests run this host code without a GPU).
 """
 from __future__ import annotations
 
@@ -17,12 +22,15 @@ from ctypes import c_int32, c_int64, c_void_p
 
 import torch
 
+from . import attention_core as core
 from .paths import KERNELS
 
 KERNEL = KERNELS / "kv_update.cu"
 ABI_VERSION = 1
 _CODES = {torch.bfloat16: 0, torch.float16: 1, getattr(torch, "float8_e4m3fn", None): 2}
 _CS_CODES = {torch.float32: 3, torch.bfloat16: 0, torch.float16: 1}
+DEVICE_TYPES = {"cuda"}
+OWN = ("q_out", "seqused_out")       # the pointers `update` allocates
 
 
 class KvuParams(ctypes.Structure):
@@ -48,6 +56,15 @@ class KvuParams(ctypes.Structure):
 
 
 _LIB: list = []
+
+
+class Launched:
+    """One kseek_kv_update call, as attention_core.recording keeps it: the function called, its params and
+    `tensors` (pointer field -> the tensor `update` pointed it at; q_out and seqused_out are its own)."""
+    __slots__ = ("fn", "params", "tensors")
+
+    def __init__(self, fn, params, tensors):
+        self.fn, self.params, self.tensors = fn, params, tensors
 
 
 def _lib():
@@ -85,7 +102,7 @@ def _strides3(t):
 def supported(q, k_cache, v_cache, k, v, *, cu_q, cu_new, cos, page_table) -> bool:
     """Can the kernel take this update (else: the torch path)?"""
     code = _CODES.get(q.dtype)
-    if code is None or not q.is_cuda:
+    if code is None or q.device.type not in DEVICE_TYPES:
         return False
     if any(t.dtype != q.dtype or t.device != q.device for t in (k_cache, v_cache, k, v)):
         return False
@@ -148,9 +165,16 @@ def update(q, k_cache, v_cache, k, v, *, seqlens, page_table, batch_idx, cu_q, c
         p.capacity = k_cache.shape[1]
     p.batch_idx = batch_idx.data_ptr() if batch_idx is not None else None
     p.seqlens, p.seqused_out = seqlens.data_ptr(), seqused.data_ptr()
-    from .attention_core import _stream
-    rc = _lib()(ctypes.byref(p), c_void_p(_stream(q.device) or None))
+    fn = _lib()
+    rc = fn(ctypes.byref(p), c_void_p(core._stream(q.device) or None))
     if rc != 0:
         raise RuntimeError(f"kernelseek.attention: {KERNEL.name} returned status {rc} "
                            f"(1 ABI, 2 invalid params, 3 CUDA launch error)")
+    rec = getattr(core._TLS, "rec", None)
+    if rec is not None:
+        t = dict(k_new=k, v_new=v, cu_new=cu_new, k_cache=k_cache, v_cache=v_cache, page_table=page_table,
+                 batch_idx=batch_idx, seqlens=seqlens, seqused_out=seqused)
+        if cos is not None:
+            t.update(q=q, q_out=q_out, cu_q=cu_q, cos=cos, sin=sin, ro=ro)
+        rec.append(Launched(fn, p, t))
     return q_out, seqused

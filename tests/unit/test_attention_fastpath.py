@@ -1,20 +1,25 @@
 """kernelseek.attention_fastpath on CPU tensors through the CUDA path's host code (the host-only kseek.h
-library of attention_hostcost): a hit hands kseek_fwd the params the slow path builds for that call,
-field for field, pointers included (o/lse/workspace are the call's own fresh tensors); a change in
-any part of the key misses; the calls it cannot prove identical keep the slow path.
+library of attention_hostcost, and its host-only kv_update.cu, which updates the cache on the host): a hit
+hands kseek_fwd (and kseek_kv_update, for an append) the params the slow path builds for that call, field
+for field, pointers included (o/lse/workspace, q_out/seqused_out are the call's own fresh tensors); a
+change in any part of the key misses; the calls it cannot prove identical keep the slow path.
 
-`_run` captures each kseek_fwd's params and whether the slow path built them (abi.make_params ran).
+`_run` captures each kseek_fwd's params and whether the slow path built them (abi.make_params ran);
+`spy[2]` gets each kseek_kv_update's params (and what it wrote to q_out and seqused_out).
 """
+import contextlib
+import ctypes
 import os
 
 import pytest
 import torch
 
-from kernelseek import abi
+from kernelseek import abi, attention_cache, kv_update
 from kernelseek import attention as A
 from kernelseek import attention_core as C
 from kernelseek import attention_fastpath as F
 from kernelseek import attention_hostcost as H
+from kernelseek.kv_update import KvuParams
 
 HQ, HKV, D = 8, 2, 128
 OWN = ("o", "lse", "workspace")
@@ -25,11 +30,28 @@ def lib(tmp_path_factory):
     return H.host_lib(tmp_path_factory.mktemp("hostonly"))
 
 
+@pytest.fixture(scope="module")
+def kvu_lib(tmp_path_factory):
+    return H.kvu_host_lib(tmp_path_factory.mktemp("kvu_hostonly"))
+
+
+def _kvu_spy(fn, seen):
+    """fn (a kseek_kv_update) that also appends (params dict, stream, q_out bytes, seqused_out bytes) to seen."""
+    def kvu(pp, stream):
+        rc = fn(pp, stream)
+        p = pp._obj
+        q_bytes = p.total_q * p.heads_q * p.head_dim * (1 if p.dtype == 2 else 2)
+        seen.append(({n: getattr(p, n) for n, _ in KvuParams._fields_}, stream.value,
+                     ctypes.string_at(p.q_out, q_bytes) if p.q_out else None, ctypes.string_at(p.seqused_out, 4 * p.batch)))
+        return rc
+    return kvu
+
+
 @pytest.fixture
-def spy(lib, monkeypatch):
-    """Within kernel_prep_on_cpu: a list that gets (library, params dict, stream) per kseek_fwd, and
-    a counter of slow-path params builds."""
-    seen, built = [], [0]
+def spy(lib, kvu_lib, monkeypatch):
+    """Within kernel_prep_on_cpu and kv_update_on_cpu: a list that gets (library, params dict, stream) per
+    kseek_fwd, a counter of slow-path params builds, and the kv_update calls (_kvu_spy)."""
+    seen, built, kvu_seen = [], [0], []
     fwd, make = abi.KernelLib.fwd, abi.make_params
 
     def fwd_spy(self, params, stream=0):
@@ -44,14 +66,14 @@ def spy(lib, monkeypatch):
     monkeypatch.setattr(F, "ENABLED", True)
     monkeypatch.setattr(F, "RECORD_ON", 1)      # record on the first sighting (test_a_key_is_recorded_...: 2)
     F.clear()
-    with H.kernel_prep_on_cpu(lib):
-        yield seen, built
+    with H.kernel_prep_on_cpu(lib), H.kv_update_on_cpu(_kvu_spy(kvu_lib, kvu_seen)):
+        yield seen, built, kvu_seen
     F.clear()
 
 
 def _run(spy, fn, fast=True):
     """fn() with the fast path on or off: (result, params dict of its one kseek_fwd, slow path ran?)."""
-    seen, built = spy
+    seen, built = spy[:2]
     n_seen, n_built = len(seen), built[0]
     F.ENABLED = fast
     try:
@@ -246,8 +268,9 @@ def test_packed_qkv_views_hit_with_each_views_pointer(spy):
 
 
 def test_calls_it_cannot_prove_keep_the_slow_path(spy):
-    """Copies (int64 lengths, int64 batch_idx), in-place appends, several kernel calls, a 0-d tensor
-    where a value is read: the slow path every time, with its steps."""
+    """Copies (int64 lengths, int64 batch_idx; for an append, kv_update's int32 copy of the lengths or the
+    lengths made from an int), several kernel calls, a 0-d tensor where a value is read: the slow path
+    every time, with its steps."""
     q1, (kc, vc, table) = _t(4, 1, HQ, D), _paged()
     qp, kp, vp, cu = _t(6, HQ, D), _t(6, HKV, D), _t(6, HKV, D), _i32([0, 1, 2, 5, 6])
     kd, vd = _t(3, 64, HKV, D), _t(3, 64, HKV, D)
@@ -256,8 +279,12 @@ def test_calls_it_cannot_prove_keep_the_slow_path(spy):
                                                            page_table=table),
         "int64 batch_idx": lambda: A.flash_attn_with_kvcache(q1[:2], kd, vd, cache_seqlens=_i32([9, 1]),
                                                              cache_batch_idx=torch.tensor([2, 0])),
-        "append": lambda: A.flash_attn_with_kvcache(q1, kc, vc, _t(4, 1, HKV, D), _t(4, 1, HKV, D),
-                                                    cache_seqlens=_i32([9, 1, 5, 7]), page_table=table),
+        "append, int64 lengths": lambda: A.flash_attn_with_kvcache(q1, kc, vc, _t(4, 1, HKV, D), _t(4, 1, HKV, D),
+                                                                   cache_seqlens=torch.tensor([9, 1, 5, 7]),
+                                                                   page_table=table),
+        "append, int cache_seqlens": lambda: A.flash_attn_with_kvcache(q1, kc, vc, _t(4, 1, HKV, D),
+                                                                       _t(4, 1, HKV, D), cache_seqlens=9,
+                                                                       page_table=table),
         "dv512": lambda: A.flash_attn_func(_t(1, 8, 2, 64), _t(1, 8, 2, 64), _t(1, 8, 2, 512)),
         "0-d max_seqlen": lambda: A.flash_attn_varlen_func(qp, kp, vp, cu, cu, torch.tensor(3), 3),
         "int cache_seqlens": lambda: A.flash_attn_with_kvcache(q1, kc, vc, cache_seqlens=40, page_table=table),
@@ -378,3 +405,148 @@ def test_a_key_is_recorded_on_its_second_sighting(spy, monkeypatch):
     assert type(F.CACHE[next(iter(F.CACHE))]) is F.Entry and len(F.CACHE) <= 4
     _, _, ran = _run(spy, lambda: A.flash_attn_func(q, k, v))
     assert not ran
+
+
+# ---- appends: kv_update's launch, then kseek_fwd ---------------------------------------------------
+KVU_OWN = ("q_out", "seqused_out")
+
+
+def _kvu_same(a, b):
+    """kseek_kv_update params equal but for the call's own allocations (q_out, seqused_out)."""
+    return {k: v for k, v in a.items() if k not in KVU_OWN} == {k: v for k, v in b.items() if k not in KVU_OWN}
+
+
+def _run_pair(spy, fn, fast=True):
+    """_run for an append: (result, kseek_fwd params, kseek_kv_update record (_kvu_spy), slow path ran?)."""
+    n = len(spy[2])
+    res, p, ran = _run(spy, fn, fast)
+    assert len(spy[2]) == n + 1, "one kseek_kv_update per call"
+    return res, p, spy[2][-1], ran
+
+
+def _check_pair(spy, fn):
+    """The slow path alone, a miss, a hit: both kernels get the slow path's params (but for their own
+    outputs), with the same RECORD and path counts, and kseek_fwd reads this call's kv_update outputs
+    (q_out when q is rotated, seqused). -> the hit's (result, kseek_fwd params, kv_update record)."""
+    counts = C.PATH_COUNTS.copy()
+    runs, recs = [], []
+    for fast in (False, True, True):
+        runs.append(_run_pair(spy, fn, fast))
+        recs.append((list(C.RECORD["steps"]), list(C.RECORD["paths"])))
+    assert [r[3] for r in runs] == [True, True, False], "the repeated append took the slow path"
+    assert recs[0] == recs[1] == recs[2] and recs[0][0][0] == "kv-update"
+    assert C.PATH_COUNTS[recs[0][1][0]] - counts[recs[0][1][0]] == 3 and sum((C.PATH_COUNTS - counts).values()) == 3
+    _, p0, (k0, _, q0, used0), _ = runs[0]
+    made = ("seqused_k", "q") if k0["q_out"] else ("seqused_k",)     # kseek_fwd's pointers at kv_update's outputs
+    for _, p, (kp, stream, q_out, used), _ in runs:
+        assert _same(*({k: v for k, v in x.items() if k not in made} for x in (p0, p))) and _kvu_same(k0, kp)
+        assert (p["seqused_k"], p["q"] if q_out else None) == (kp["seqused_out"], kp["q_out"])
+        assert (q_out, used) == (q0, used0)
+    assert all(type(x) is torch.Tensor for x in (runs[2][0] if isinstance(runs[2][0], tuple) else (runs[2][0],)))
+    return runs[2][0], runs[2][1], runs[2][2]
+
+
+def _rope(n, half, dtype=torch.bfloat16, g=None):
+    ang = torch.rand(n, half, generator=g) * 6.283
+    return torch.cos(ang).to(dtype), torch.sin(ang).to(dtype)
+
+
+def append_calls():
+    """name -> (args, kwargs) of an append (flash_attn_with_kvcache with k, v): FA3's append layouts (the
+    fa3api rows append_rotary_prefill, append_plain_varlen, append_rotary_decode, and more)."""
+    g = torch.Generator().manual_seed(1)
+    q, kc, vc = _t(2, 9, HQ, D, g=g), _t(2, 64, HKV, D, g=g), _t(2, 64, HKV, D, g=g)
+    kn, vn = _t(2, 9, HKV, D, g=g), _t(2, 9, HKV, D, g=g)
+    cos, sin = _rope(80, 32, g=g)
+    qp, kpn, vpn = _t(9, HQ, D, g=g), _t(9, HKV, D, g=g), _t(9, HKV, D, g=g)
+    kpc, vpc, table = _paged(3, 4, 16)
+    q1, kn1, vn1 = _t(4, 1, HQ, D, g=g), _t(4, 1, HKV, D, g=g), _t(4, 1, HKV, D, g=g)
+    k4, v4, table4 = _paged(4, 6, 16)
+    cos4, sin4 = _rope(100, 64, g=g)
+    cosf, sinf = _rope(80, 16, torch.float32, g=g)
+    ql, kl, vl = _t(33, HQ, D, g=g), _t(33, HKV, D, g=g), _t(33, HKV, D, g=g)
+    f8 = torch.float8_e4m3fn
+    q8, kn8, vn8, (k8, v8, t8) = _t(2, 1, HQ, D, dtype=f8), _t(2, 1, HKV, D, dtype=f8), _t(2, 1, HKV, D, dtype=f8), \
+        _paged(2, 4, 16, f8)
+    ds = [torch.rand(2, HKV) + 0.5 for _ in range(3)]
+    return {
+        "rotary_dense": ((q, kc, vc, kn, vn), dict(rotary_cos=cos, rotary_sin=sin, cache_seqlens=_i32([3, 40]),
+                                                   causal=True, return_softmax_lse=True)),
+        "plain_varlen_paged": ((qp, kpc, vpc, kpn, vpn), dict(cache_seqlens=_i32([0, 17, 40]), page_table=table,
+                                                              cu_seqlens_q=_i32([0, 3, 4, 9]),
+                                                              cu_seqlens_k_new=_i32([0, 3, 4, 9]), max_seqlen_q=5,
+                                                              causal=True)),
+        "rotary_decode_paged_out": ((q1, k4, v4, kn1, vn1),
+                                    dict(rotary_cos=cos4, rotary_sin=sin4, cache_seqlens=_i32([95, 1, 50, 17]),
+                                         page_table=table4, rotary_interleaved=False, num_splits=3,
+                                         out=torch.empty(4, 1, HQ, D, dtype=torch.bfloat16), return_softmax_lse=True)),
+        "rotary_neox_batch_idx": ((q[:, :4], _t(3, 64, HKV, D, g=g), _t(3, 64, HKV, D, g=g), kn[:, :4], vn[:, :4]),
+                                  dict(rotary_cos=cosf, rotary_sin=sinf, cache_seqlens=_i32([5, 30]),
+                                       cache_batch_idx=_i32([2, 0]), rotary_seqlens=_i32([1, 7]),
+                                       rotary_interleaved=False)),
+        "rotary_varlen_dense": ((ql, _t(3, 64, HKV, D, g=g), _t(3, 64, HKV, D, g=g), kl, vl),
+                                dict(rotary_cos=cos, rotary_sin=sin, cache_seqlens=_i32([5, 0, 30]),
+                                     cu_seqlens_q=_i32([0, 20, 21, 33]), cu_seqlens_k_new=_i32([0, 20, 21, 33]),
+                                     max_seqlen_q=20, causal=True)),
+        "fp8_paged": ((q8, k8, v8, kn8, vn8), dict(cache_seqlens=_i32([60, 3]), page_table=t8, q_descale=ds[0],
+                                                   k_descale=ds[1], v_descale=ds[2])),
+    }
+
+
+def _append(spec):
+    args, kw = spec
+    return lambda: A.flash_attn_with_kvcache(*args, **kw)
+
+
+@pytest.mark.parametrize("name", sorted(append_calls()))
+def test_an_append_hit_gives_both_kernels_the_slow_paths_params(spy, name):
+    spec = append_calls()[name]
+    res, p, (kp, _, q_out, _) = _check_pair(spy, _append(spec))
+    assert (q_out is not None) == name.startswith("rotary")
+    if name == "rotary_neox_batch_idx":
+        assert C.RECORD["steps"] == ["kv-update", "batch-idx-as-pages"]
+    if name == "rotary_decode_paged_out":
+        assert res[0] is spec[1]["out"] and p["o"] != res[0].data_ptr()
+
+
+@contextlib.contextmanager
+def _torch_append():
+    """Within: kv_update takes no CPU tensor, so the append runs attention_cache's torch ops."""
+    kv_update.DEVICE_TYPES.discard("cpu")
+    try:
+        yield
+    finally:
+        kv_update.DEVICE_TYPES.add("cpu")
+
+
+@pytest.mark.parametrize("name", sorted(append_calls()))
+def test_an_append_hit_updates_the_cache_as_the_torch_path_does(spy, name):
+    """Numbers: from the same caches, a hit's kv_update (the host-only build runs the kernel's work on the
+    host) writes the caches bit for bit as attention_cache's torch ops do, and its q_out and seqused (what
+    the hit's kseek_fwd is pointed at) hold the torch path's rotated q and key ends."""
+    (args, kw) = spec = append_calls()[name]
+    fn, caches = _append(spec), args[1:3]
+    before = [c.clone() for c in caches]
+    with _torch_append():
+        fn()
+        assert "append-kv" in C.RECORD["steps"] and list(F.CACHE.values()) == [F.SLOW]   # torch ops: not replayed
+    F.clear()
+    want = [c.clone() for c in caches]
+    _run_pair(spy, fn)
+    for c, b in zip(caches, before):
+        c.copy_(b)
+    _, p, (kp, _, q_out, used), ran = _run_pair(spy, fn)
+    assert not ran
+    for c, w, b in zip(caches, want, before):
+        assert torch.equal(c.view(torch.uint8), w.view(torch.uint8))
+        assert not torch.equal(c.view(torch.uint8), b.view(torch.uint8))
+    cu_new = kw.get("cu_seqlens_k_new")
+    new = cu_new[1:] - cu_new[:-1] if cu_new is not None else args[3].shape[1]
+    assert torch.frombuffer(bytearray(used), dtype=torch.int32).tolist() == (kw["cache_seqlens"] + new).tolist()
+    if q_out is not None:
+        per_row = bool(kw.get("causal"))
+        rq = attention_cache.rotate_q(args[0], kw["rotary_cos"], kw["rotary_sin"],
+                                      kw.get("rotary_seqlens", kw["cache_seqlens"]), kw.get("cu_seqlens_q"), per_row,
+                                      kw.get("rotary_interleaved", True))
+        assert q_out == rq.contiguous().view(torch.uint8).numpy().tobytes()
+        assert q_out != args[0].contiguous().view(torch.uint8).numpy().tobytes()
