@@ -550,3 +550,137 @@ def test_an_append_hit_updates_the_cache_as_the_torch_path_does(spy, name):
                                       kw.get("rotary_interleaved", True))
         assert q_out == rq.contiguous().view(torch.uint8).numpy().tobytes()
         assert q_out != args[0].contiguous().view(torch.uint8).numpy().tobytes()
+
+
+def test_every_part_of_an_append_key_misses(spy):
+    """Each variant of a cached append misses once, then hits, and both kernels get the slow path's params."""
+    (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
+    cos, sin = kw["rotary_cos"], kw["rotary_sin"]
+    variants = {"base": {}, "neox": dict(rotary_interleaved=False), "no_rotary": dict(rotary_cos=None, rotary_sin=None),
+                "per_seq_rotary": dict(causal=False), "window": dict(window_size=(8, 0)),
+                "cos_f32": dict(rotary_cos=cos.float(), rotary_sin=sin.float()),
+                "cos_rows": dict(rotary_cos=cos[:70], rotary_sin=sin[:70]), "rotary_dim": dict(rotary_cos=cos[:, :16],
+                                                                                              rotary_sin=sin[:, :16]),
+                "rotary_seqlens": dict(rotary_seqlens=_i32([0, 5])), "no_lse": dict(return_softmax_lse=False)}
+    shapes = {"new_rows": (q, kc, vc, kn[:, :8], vn[:, :8]), "q_rows": (q[:, :8], kc, vc, kn, vn),
+              "fp16": tuple(x.half() for x in (q, kc, vc, kn, vn))}
+    kvus = set()
+    for name, (args, extra) in {**{n: ((q, kc, vc, kn, vn), v) for n, v in variants.items()},
+                                **{n: (a, {}) for n, a in shapes.items()}}.items():
+        kw2 = dict(kw, **extra)
+        if name == "fp16":
+            kw2.update(rotary_cos=cos.half(), rotary_sin=sin.half())
+        _, _, (kp, *_) = _check_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **kw2))
+        kvus.add(tuple(sorted((k, v) for k, v in kp.items() if k not in KVU_OWN)))
+    assert len(F.CACHE) == len(variants) + len(shapes) and all(type(e) is F.Entry for e in F.CACHE.values())
+    assert len(kvus) >= len(variants) + len(shapes) - 3   # window, causal and lse give kv_update the same params
+
+
+def test_new_tensors_of_the_same_layout_hit_an_append_with_their_own_pointers(spy):
+    g = torch.Generator().manual_seed(2)
+    cos, sin = _rope(80, 32, g=g)
+    for i in range(3):
+        q, kc, vc = _t(2, 9, HQ, D, g=g), _t(2, 64, HKV, D, g=g), _t(2, 64, HKV, D, g=g)
+        kn, vn, lens = _t(2, 9, HKV, D, g=g), _t(2, 9, HKV, D, g=g), _i32([3 + i, 40])
+        _, p, (kp, _, q_out, _), ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(
+            q, kc, vc, kn, vn, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lens, causal=True))
+        assert ran == (i == 0)
+        assert [kp[n] for n in ("q", "k_new", "v_new", "k_cache", "v_cache", "seqlens", "ro", "cos", "sin")] == \
+            [x.data_ptr() for x in (q, kn, vn, kc, vc, lens, lens, cos, sin)]
+        assert (p["k"], p["v"], p["q"], p["seqused_k"]) == (kc.data_ptr(), vc.data_ptr(), kp["q_out"], kp["seqused_out"])
+        rq = attention_cache.rotate_q(q, cos, sin, lens, None, True, True)
+        assert q_out == rq.view(torch.uint8).numpy().tobytes()
+
+
+def test_an_aliased_append_is_not_cached_but_does_not_block_the_key(spy):
+    """rotary_seqlens the very tensor cache_seqlens is, or k and v new one tensor: which argument a pointer
+    came from is ambiguous, so nothing is stored; the same key with distinct tensors is cached."""
+    (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
+    lens = kw["cache_seqlens"]
+    cases = [((q, kc, vc, kn, vn), dict(kw, rotary_seqlens=lens), dict(kw, rotary_seqlens=lens.clone())),
+             ((q, kc, vc, kn, kn), kw, None)]
+    for args, aliased, distinct in cases:
+        for _ in range(2):
+            _, _, _, ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
+            assert ran and not F.CACHE
+        args2 = args[:4] + (vn,) if distinct is None else args
+        for first in (True, False):
+            _, _, _, ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args2, **(distinct or aliased)))
+            assert ran == first
+        _, _, (kp, *_), ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
+        assert not ran and (kp["k_new"], kp["v_new"], kp["ro"]) == (args[3].data_ptr(), args[4].data_ptr(),
+                                                                      aliased.get("rotary_seqlens", lens).data_ptr())
+        F.clear()
+
+
+def test_an_append_it_cannot_prove_keeps_the_slow_path(spy):
+    """The torch-op append (kv_update takes no such call), and an append whose plan gathers the pages
+    (fp8 packed queries over a paged cache): the slow path every time."""
+    (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
+    (_, k8, v8, kn8, vn8), kw8 = append_calls()["fp8_paged"]
+    q8 = _t(2, HQ, D, dtype=torch.float8_e4m3fn)
+    cases = {"torch append": lambda: A.flash_attn_with_kvcache(q, kc, vc, kn, vn, **kw),
+             "gathered pages": lambda: A.flash_attn_with_kvcache(q8, k8, v8, kn8.view(2, HKV, D), vn8.view(2, HKV, D),
+                                                                 cu_seqlens_q=_i32([0, 1, 2]), max_seqlen_q=1,
+                                                                 cu_seqlens_k_new=_i32([0, 1, 2]), **kw8)}
+    built = spy[1]
+    for name, fn in cases.items():
+        with _torch_append() if name == "torch append" else contextlib.nullcontext():
+            for _ in range(3):
+                nb = built[0]
+                fn()
+                assert built[0] > nb, name
+            assert list(F.CACHE.values()) == [F.SLOW], name
+        F.clear()
+    assert "gather-pages" in C.RECORD["steps"] and C.RECORD["steps"][0] == "kv-update"
+
+
+def test_a_replaced_or_refusing_kv_update_library_reruns_the_slow_path(spy, kvu_lib):
+    """Another kv_update function than the entry's: a miss (and a new entry). One that refuses on a hit:
+    the entry goes and the slow path raises kv_update's error. (spy restores kv_update._LIB.)"""
+    fn = _append(append_calls()["rotary_dense"])
+    _check_pair(spy, fn)
+    kv_update._LIB[0] = _kvu_spy(kvu_lib, spy[2])          # the same library, another function object
+    for slow in (True, True, False):                       # the entry goes; recorded again; a hit
+        _, _, _, ran = _run_pair(spy, fn)
+        assert ran == slow
+    kv_update._LIB[0] = lambda p, stream: 2
+    with pytest.raises(RuntimeError, match="returned status 2"):
+        fn()
+    assert not F.CACHE
+
+
+def test_a_kernel_refusal_after_the_update_reruns_the_slow_path_whose_update_writes_the_same(spy, monkeypatch):
+    """kseek_fwd refuses on a hit whose kv_update has run: the slow path runs the call again (the update
+    writes the same rows again) and raises the kernel's error."""
+    (args, kw) = spec = append_calls()["plain_varlen_paged"]
+    fn = _append(spec)
+    _check_pair(spy, fn)
+    after = [c.clone() for c in args[1:3]]
+    n = len(spy[2])
+    monkeypatch.setattr(abi.KernelLib, "fwd", lambda self, p, stream=0: abi.ERR_UNSUPPORTED)
+    with pytest.raises(NotImplementedError, match="does not support"):
+        fn()
+    assert len(spy[2]) == n + 2 and not F.CACHE
+    assert all(torch.equal(c.view(torch.uint8), a.view(torch.uint8)) for c, a in zip(args[1:3], after))
+
+
+@pytest.mark.parametrize("name, n", [("rotary_dense", 5), ("plain_varlen_paged", 4)])
+def test_an_append_hit_issues_only_its_allocations(spy, name, n):
+    """seqused (and q_out when q is rotated), o, lse, workspace: nothing else, and no sync."""
+    fn = _append(append_calls()[name])
+    _check_pair(spy, fn)
+    ops = H.count_ops(fn)
+    assert dict(ops) == {"empty.memory_format": n} and not H.sync_ops(ops)
+
+
+def test_a_kv_update_launch_not_noted_as_its_step_stays_slow(spy, monkeypatch):
+    """The pair is proven only when the kv_update launch is the step "kv-update" and every other step is a
+    view: here the update is noted as a step that writes, so nothing is replayed."""
+    step = C.step
+    monkeypatch.setattr(C, "step", lambda name: step("writes-something" if name == "kv-update" else name))
+    fn = _append(append_calls()["rotary_dense"])
+    for _ in range(3):
+        _, _, _, ran = _run_pair(spy, fn)
+        assert ran and C.RECORD["steps"] == ["writes-something"]
+    assert list(F.CACHE.values()) == [F.SLOW]
