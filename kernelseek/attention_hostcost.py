@@ -201,7 +201,7 @@ def kvu_host_lib(cache_dir: str | os.PathLike | None = None):
     from . import kv_update
     from .build import arch_flags
     so = _build_host_only("kvu-hostonly", KVU_HOST_SRC, kv_update.KERNEL.read_text(),
-                          [*arch_flags("sm_90a"), "-Xcompiler", "-ffp-contract=off", f"-I{kv_update.KERNEL.parent}"],
+                          [*arch_flags("sm_90a"), "-O2", "-Xcompiler", "-ffp-contract=off", f"-I{kv_update.KERNEL.parent}"],
                           cache_dir)
     fn = ctypes.CDLL(str(so)).kseek_kv_update
     fn.argtypes, fn.restype = [ctypes.POINTER(kv_update.KvuParams), ctypes.c_void_p], ctypes.c_int
