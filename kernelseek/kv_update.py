@@ -30,7 +30,6 @@ ABI_VERSION = 1
 _CODES = {torch.bfloat16: 0, torch.float16: 1, getattr(torch, "float8_e4m3fn", None): 2}
 _CS_CODES = {torch.float32: 3, torch.bfloat16: 0, torch.float16: 1}
 DEVICE_TYPES = {"cuda"}
-OWN = ("q_out", "seqused_out")       # the pointers `update` allocates
 
 
 class KvuParams(ctypes.Structure):

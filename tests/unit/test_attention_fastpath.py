@@ -438,11 +438,13 @@ def _check_pair(spy, fn):
     assert C.PATH_COUNTS[recs[0][1][0]] - counts[recs[0][1][0]] == 3 and sum((C.PATH_COUNTS - counts).values()) == 3
     _, p0, (k0, _, q0, used0), _ = runs[0]
     made = ("seqused_k", "q") if k0["q_out"] else ("seqused_k",)     # kseek_fwd's pointers at kv_update's outputs
-    for _, p, (kp, stream, q_out, used), _ in runs:
+    for _, p, (kp, _, q_out, used), _ in runs:
         assert _same(*({k: v for k, v in x.items() if k not in made} for x in (p0, p))) and _kvu_same(k0, kp)
         assert (p["seqused_k"], p["q"] if q_out else None) == (kp["seqused_out"], kp["q_out"])
         assert (q_out, used) == (q0, used0)
-    assert all(type(x) is torch.Tensor for x in (runs[2][0] if isinstance(runs[2][0], tuple) else (runs[2][0],)))
+    slow, hit = ((r[0],) if type(r[0]) is torch.Tensor else r[0] for r in (runs[0], runs[2]))
+    assert [(a.shape, a.dtype, a.stride(), a.device) for a in slow] == [(b.shape, b.dtype, b.stride(), b.device)
+                                                                        for b in hit]
     return runs[2][0], runs[2][1], runs[2][2]
 
 
