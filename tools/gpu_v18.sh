@@ -8,8 +8,9 @@
 #   v18     the wgmma long-sequence kernel and the plain D 64 / Dv 256-512 route: qv GPU tests, the other GPU
 #           tests, tools/qv_probe.py (wgmma / mma / old route A/B), the fa3api grid, serving s08, FA3's output
 #           and varlen tests (their d 64 / dv 256-512 cases take kernels/qv_fwd) with what is left
-#   ws      (session 19) the warp-specialized long-sequence kernel (kernels/qv_fwd/qv_ws.cuh): qv GPU tests,
-#           tools/qv_probe.py (ws / wg / mma / old A/B), serving s08, the fa3api grid's qv and dv rows, then FA3's
+#   ws      (session 19) the warp-specialized long-sequence kernel (kernels/qv_fwd/qv_ws.cuh): qv and fast-path GPU
+#           tests, tools/qv_probe.py (ws / wg / mma / old A/B), serving s08, the fa3api grid's qv, dv, append and
+#           seqused rows, then FA3's
 #           output / varlen tests with what is left
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
 #           cost per call on CUDA, serving s01-s09 against FA3
@@ -67,14 +68,14 @@ case $mode in
     ;;
   ws)
     log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
-      > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
+      tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
     log "qv probe"; timeout -k 5 "$(cap 150)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
     cut -c1-140 "$OUT/qv_probe.txt"
     log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
       --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
-    log "fa3api grid qv dv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv}" \
-      --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 6 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "fa3api grid qv dv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv|append|seqused}" \
+      --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
     log "FA3 output / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
