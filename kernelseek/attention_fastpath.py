@@ -44,12 +44,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+from typing import NamedTuple
 
 import torch
 
 from . import abi
 from . import attention_core as core
-from . import kv_update
+from . import kv_update, seqused_segments
 
 ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
 MAX_ENTRIES = 1024                    # then keys seen once go, or all (keys with NaN scalars never match)
@@ -65,9 +66,8 @@ VIEW_STEPS = frozenset({"batch-idx-as-pages", "wide-naive"})   # steps that copy
 SLOW = "slow"                         # a key that keeps the slow path
 PASS = object()                       # `call`'s answer for a call it does not key
 CACHE: dict = {}
-_PTRS = tuple(n for n, t in abi.KseekParams._fields_ if t is ctypes.c_void_p)
-_KVU_PTRS = tuple(n for n, t in kv_update.KvuParams._fields_ if t is ctypes.c_void_p)
 KVU_STEP = "kv-update"                # attention._update_cache's step for its one kv_update launch
+SEG_STEPS = ("packed", "seqused-q-segments")   # attention_plan._packed's steps for a seqused_q call
 _SCALARS = frozenset({int, float, bool, str, type(None)})
 _NUMS = frozenset({int, float, bool})
 _T = torch.Tensor
@@ -125,27 +125,55 @@ def _filled(cls, template, ptrs, vals):
     return p
 
 
+def _ptr_fields(cls):
+    return tuple(n for n, t in cls._fields_ if t is ctypes.c_void_p)
+
+
+_PTRS = _ptr_fields(abi.KseekParams)
+
+
+class Kind(NamedTuple):
+    """A launch a pair may start with: its Launched type, its module (whose _LIB holds the function), the
+    steps the plan notes before kseek_fwd, its own outputs in the order they follow the arguments, how
+    to call the function ((fn, params, stream) -> status) and its params' pointer fields."""
+    launched: type
+    mod: object
+    steps: tuple
+    own: tuple
+    call: object
+    fields: tuple
+
+
+PRE_KINDS = {       # by the type of the Launched's params
+    kv_update.KvuParams: Kind(kv_update.Launched, kv_update, (KVU_STEP,), ("q_out", "seqused_out"),
+                              lambda fn, p, stream: fn(ctypes.byref(p), stream), _ptr_fields(kv_update.KvuParams)),
+    seqused_segments.SegParams: Kind(seqused_segments.Launched, seqused_segments, SEG_STEPS, ("out",),
+                                     seqused_segments.launch, _ptr_fields(seqused_segments.SegParams)),
+}
+
+
 class Pre:
-    """The kv_update launch of a pair (kv_update.Launched, proven): its params without pointers, where each
-    pointer comes from, and the shapes of its own outputs (seqused, and q_out when it rotates q)."""
-    __slots__ = ("fn", "template", "ptrs", "device", "used_shape", "q_shape", "q_dtype")
+    """The launch before kseek_fwd in a pair (a kv_update or seqused_segments Launched, proven): its module and
+    function, its params without pointers, where each pointer comes from, and its own outputs ((field, shape
+    or None when it has none, dtype), ...), in the order they follow the arguments (PRE_KINDS)."""
+    __slots__ = ("kind", "fn", "template", "ptrs", "device", "outs")
 
     def run(self, vals):
-        """(q_out or None, seqused) of this call's kv_update launch, allocated and launched as kv_update.update
-        does; None if the library changed or the kernel refused."""
-        if not kv_update._LIB or kv_update._LIB[0] is not self.fn:
+        """This call's outputs of the launch (a tuple, None where it has none), allocated and launched as the
+        slow path does; None if the library changed or the kernel refused."""
+        lib = self.kind.mod._LIB
+        if not lib or lib[0] is not self.fn:
             return None
-        p = _filled(kv_update.KvuParams, self.template, self.ptrs, vals)
+        p = _filled(type(self.template), self.template, self.ptrs, vals)
         dev = self.device
-        seqused = torch.empty(self.used_shape, dtype=torch.int32, device=dev)
-        q_out = None
-        if self.q_shape is not None:
-            q_out = torch.empty(self.q_shape, dtype=self.q_dtype, device=dev)
-            p.q_out = q_out.data_ptr()
-        p.seqused_out = seqused.data_ptr()
-        if self.fn(ctypes.byref(p), ctypes.c_void_p(core._stream(dev) or None)) != 0:
+        made = tuple(None if shape is None else torch.empty(shape, dtype=dtype, device=dev)
+                     for _, shape, dtype in self.outs)
+        for (name, _, _), t in zip(self.outs, made):
+            if t is not None:
+                setattr(p, name, t.data_ptr())
+        if self.kind.call(self.fn, p, ctypes.c_void_p(core._stream(dev) or None)) != 0:
             return None
-        return q_out, seqused
+        return made
 
 
 class Entry:
@@ -232,16 +260,18 @@ def _miss(k, fn, args, kwargs, vals, names):
 
 def entry(rec, vals, names, res):
     """The Entry for a recorded call (rec: attention_core.recording's list), SLOW when the call is
-    not one kernel call on the arguments (after at most one kv_update launch on them), or None when
-    this call's aliasing does not prove it."""
+    not one kernel call on the arguments (after at most one proven helper launch: PRE_KINDS), or None
+    when this call's aliasing does not prove it."""
     steps = core.RECORD["steps"]
     pre, views, args = None, steps, vals
-    if len(rec) == 2 and type(rec[0]) is kv_update.Launched and steps[:1] == [KVU_STEP]:
-        pre = _pre(rec[0], vals)
+    if len(rec) == 2:
+        kind = PRE_KINDS.get(type(getattr(rec[0], "params", None)))
+        if kind is None or type(rec[0]) is not kind.launched or tuple(steps[:len(kind.steps)]) != kind.steps:
+            return SLOW
+        pre = _pre(rec[0], kind, vals)
         if type(pre) is not Pre:
             return pre
-        made = (rec[0].tensors.get("q_out"), rec[0].tensors["seqused_out"])
-        rec, views, vals = rec[1:], steps[1:], vals + made
+        rec, views, vals = rec[1:], steps[len(kind.steps):], vals + tuple(map(rec[0].tensors.get, kind.own))
     if len(rec) != 1 or type(rec[0]) is not tuple or not VIEW_STEPS.issuperset(views):
         return SLOW
     inp, launch, lib, lib_key, path = rec[0]
@@ -271,21 +301,21 @@ def entry(rec, vals, names, res):
     return e
 
 
-def _pre(kvu, vals):
-    """The Pre of a recorded kv_update launch (kv_update.Launched) whose every pointer is its own fresh
-    output or the data of exactly one argument; SLOW / None as `entry`."""
-    t = kvu.tensors
-    q_out, used = t.get("q_out"), t["seqused_out"]
-    if (not kv_update._LIB or kv_update._LIB[0] is not kvu.fn or not used.is_contiguous()
-            or not (q_out is None or q_out.is_contiguous())):
+def _pre(launched, kind, vals):
+    """The Pre of a recorded helper launch (its PRE_KINDS `kind`) whose every pointer is its own fresh
+    (contiguous) output or the data of exactly one argument; SLOW / None as `entry`."""
+    t, lib = launched.tensors, kind.mod._LIB
+    made = [t.get(f) for f in kind.own]
+    if not lib or lib[0] is not launched.fn or not all(x is None or x.is_contiguous() for x in made):
         return SLOW
-    own = {"q_out": 0 if q_out is None else q_out.data_ptr(), "seqused_out": used.data_ptr()}
-    proof = _pointers(kvu.params, _KVU_PTRS, own, t.get, vals)
+    own = {f: 0 if x is None else x.data_ptr() for f, x in zip(kind.own, made)}
+    proof = _pointers(launched.params, kind.fields, own, t.get, vals)
     if type(proof) is not tuple:
         return proof
     e = Pre()
-    e.fn, (e.template, e.ptrs), e.device, e.used_shape = kvu.fn, proof, used.device, tuple(used.shape)
-    e.q_shape, e.q_dtype = (None, None) if q_out is None else (tuple(q_out.shape), q_out.dtype)
+    e.kind, e.fn, (e.template, e.ptrs) = kind, launched.fn, proof
+    e.device = next(x for x in made if x is not None).device   # each kind has one output it always makes
+    e.outs = tuple((f, None, None) if x is None else (f, tuple(x.shape), x.dtype) for f, x in zip(kind.own, made))
     return e
 
 

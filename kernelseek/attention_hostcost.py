@@ -3,6 +3,7 @@
     lib = host_lib()                                   # a kseek.h library whose kseek_fwd launches nothing
     with kernel_prep_on_cpu(lib): o, lse = call()      # CPU tensors take the CUDA path's host code
     with kv_update_on_cpu(kvu_host_lib()): ...         # and kv_update.update too (the update runs on the host)
+    with segments_on_cpu(segments_host_lib()): ...     # and seqused_segments.segments (the real kernel's body)
     per_stage(call, reps)                              # microseconds per call by stage
     ops = count_ops(call)                              # aten ops the call issues (TorchDispatchMode)
     sync_ops(ops), launch_ops(ops)                     # those that sync / launch a kernel on CUDA
@@ -151,6 +152,50 @@ extern "C" int kseek_kv_update(const kseek_kvu_params* p, cudaStream_t) {
 }
 """
 
+SEG_HOST_PRELUDE = r"""
+// Host-only build of kernels/seqused_segments.cu (kernelseek.attention_hostcost.segments_host_lib): the real
+// source, unchanged but for its one launch `k<<<grid, block, smem, stream>>>(args)`, which segments_host_source
+// rewrites to HOST_LAUNCH(k, grid, block, smem, stream)(args). The macros below make the kernel a host
+// function and HOST_LAUNCH run it once per (block, thread) of the same grid, in order, on host memory
+// (CPU tensors); its threads are independent (a grid-stride loop, each b written by one thread), so the
+// results are the device's.
+#include <cuda_runtime.h>
+#include <stdint.h>
+namespace host_grid { uint3 block_idx, thread_idx; dim3 block_dim, grid_dim; }
+#undef __global__
+#define __global__
+#undef __launch_bounds__
+#define __launch_bounds__(n)
+#define blockIdx host_grid::block_idx
+#define threadIdx host_grid::thread_idx
+#define blockDim host_grid::block_dim
+#define gridDim host_grid::grid_dim
+#define cudaGetLastError() cudaSuccess
+#define HOST_LAUNCH(kernel, grid, block, smem, stream) [=](auto... a) {                        \
+    host_grid::grid_dim = dim3(grid);                                                          \
+    host_grid::block_dim = dim3(block);                                                        \
+    for (unsigned x = 0; x < host_grid::grid_dim.x; ++x)                                       \
+      for (unsigned y = 0; y < host_grid::block_dim.x; ++y) {                                  \
+        host_grid::block_idx = make_uint3(x, 0, 0);                                            \
+        host_grid::thread_idx = make_uint3(y, 0, 0);                                           \
+        kernel(a...);                                                                          \
+      }                                                                                        \
+  }
+"""
+
+
+def segments_host_source() -> str:
+    """SEG_HOST_PRELUDE and kernels/seqused_segments.cu with its one launch made a HOST_LAUNCH (a source with
+    another number of launches raises: the rewrite would not be the kernel's)."""
+    import re
+    from . import seqused_segments
+    src = seqused_segments.KERNEL.read_text()
+    out, n = re.subn(r"(\w+)<<<(.*?)>>>\(", r"HOST_LAUNCH(\1, \2)(", src)
+    if n != 1 or src.count("<<<") != 1:
+        raise RuntimeError(f"{seqused_segments.KERNEL}: expected one kernel launch, found {src.count('<<<')}")
+    return SEG_HOST_PRELUDE + out
+
+
 # On CUDA these wait for the device or copy through the host: item()/int()/bool() of a tensor
 # (_local_scalar_dense), nonzero (boolean masks, x[bool]), a size read from device data
 # (repeat_interleave/masked_select/unique with tensor counts), a tensor built from Python data
@@ -208,6 +253,16 @@ def kvu_host_lib(cache_dir: str | os.PathLike | None = None):
     return fn
 
 
+def segments_host_lib(cache_dir: str | os.PathLike | None = None):
+    """kseek_seqused_segments of the host-only build of kernels/seqused_segments.cu (segments_host_source;
+    built once, cached by the hash of that source), a ctypes function as seqused_segments._fn() gives."""
+    import ctypes
+    so = _build_host_only("seg-hostonly", segments_host_source(), "", ["-O2"], cache_dir)
+    fn = ctypes.CDLL(str(so)).kseek_seqused_segments
+    fn.argtypes, fn.restype = [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
+    return fn
+
+
 @contextlib.contextmanager
 def kernel_prep_on_cpu(lib: abi.KernelLib):
     """Within: CPU tensors run attention_core._run_kernel (not the reference) against `lib`."""
@@ -231,14 +286,29 @@ def kernel_prep_on_cpu(lib: abi.KernelLib):
 def kv_update_on_cpu(fn):
     """Within: kv_update.update takes CPU tensors and calls `fn` (kvu_host_lib()) as its kernel."""
     from . import kv_update
-    old = list(kv_update._LIB)
-    kv_update._LIB[:] = [fn]
-    kv_update.DEVICE_TYPES.add("cpu")
+    with _helper_on_cpu(kv_update, fn):
+        yield
+
+
+@contextlib.contextmanager
+def segments_on_cpu(fn):
+    """Within: seqused_segments.segments takes CPU tensors and calls `fn` (segments_host_lib()) as its kernel."""
+    from . import seqused_segments
+    with _helper_on_cpu(seqused_segments, fn):
+        yield
+
+
+@contextlib.contextmanager
+def _helper_on_cpu(mod, fn):
+    """Within: the helper module `mod` (kv_update, seqused_segments) takes CPU tensors and calls fn."""
+    old = list(mod._LIB)
+    mod._LIB[:] = [fn]
+    mod.DEVICE_TYPES.add("cpu")
     try:
         yield
     finally:
-        kv_update.DEVICE_TYPES.discard("cpu")
-        kv_update._LIB[:] = old
+        mod.DEVICE_TYPES.discard("cpu")
+        mod._LIB[:] = old
 
 
 # ---- op counts -----------------------------------------------------------------------------------

@@ -211,11 +211,11 @@ def _core(p: Problem) -> core.Core:
 
 def _packed_kv(p: Problem):
     """(k [Tk,Hkv,D], v, cu_k [B+1] int32, used [B] int32: each sequence's key end, seqused_k or else
-    all the rows it owns in k; the kernel gets it as seqused_k either way, as before)."""
+    all the rows it owns in k; None for packed keys without seqused_k: all the rows cu_k gives each
+    sequence, `_rows(cu_k)`, which `_packed` passes the kernel as seqused_k, as before)."""
     dev = p.q.device
     if p.kv == "packed":
         k, v, cu, s = p.k, p.v, _i32(p.cu_k), None
-        rows = cu[1:] - cu[:-1]
     else:
         if p.kv == "paged":
             table = p.page_table if p.batch_idx is None else p.page_table[p.batch_idx.long()]
@@ -229,12 +229,17 @@ def _packed_kv(p: Problem):
             k, v = p.k, p.v
         s = k.shape[1]
         k, v = k.reshape(-1, *k.shape[2:]), v.reshape(-1, *v.shape[2:])
-        cu, rows = torch.arange(p.batch + 1, device=dev, dtype=torch.int32) * s, None
+        cu = torch.arange(p.batch + 1, device=dev, dtype=torch.int32) * s
     if p.seqused_k is not None:
         used = _i32(p.seqused_k)
     else:
-        used = rows if rows is not None else torch.full((p.batch,), s, device=dev, dtype=torch.int32)
+        used = None if s is None else torch.full((p.batch,), s, device=dev, dtype=torch.int32)
     return k, v, cu, used
+
+
+def _rows(cu):
+    """[B] int32: the rows each sequence of cu [B+1] owns."""
+    return cu[1:] - cu[:-1]
 
 
 def _packed_q(p: Problem):
@@ -249,11 +254,15 @@ def _seqused_segments(p: Problem, cu_q, cu_k, used_k):
     """seqused_q in place, as 2B varlen segments: sequence b becomes its first used rows (its keys, as
     before: FA3 aligns a causal mask to the used length) and the rest of its rows with no key, which
     kseek.h answers with O = 0 and lse = -inf. No row moves, so nothing is gathered or scattered.
+    used_k None: all of each sequence's rows in cu_k (the segments kernel reads them from cu_k itself, so
+    with int32 arguments a call is this one launch and kseek_fwd: attention_fastpath replays the pair).
     -> (cu_q [2B+1], cu_k [2B+1], seqused_k [2B], descales with each sequence's row twice)."""
     desc = tuple(None if d is None else d.repeat_interleave(2, dim=0) for d in p.descales)
     fused = seqused_segments.segments(cu_q, _i32(p.seqused_q), cu_k, used_k)   # CUDA: one launch
     if fused is not None:
         return (*fused, desc)
+    if used_k is None:
+        used_k = _rows(cu_k)
     starts = cu_q[:-1]
     mid = starts + torch.minimum(_i32(p.seqused_q), cu_q[1:] - starts).clamp(min=0)
     pair = lambda a, b: torch.stack((a, b), 1).flatten()                     # noqa: E731  [a0, b0, a1, b1...]
@@ -273,6 +282,8 @@ def _packed(p: Problem):
         core.step("seqused-q-segments")
         cu_q, cu_k, used, descales = _seqused_segments(p, cu_q, cu_k, used)
         batch = 2 * p.batch
+    elif used is None:
+        used = _rows(cu_k)
     c = core.Core(q=q, k=k, v=v, batch=batch, max_q=p.max_q, max_k=p.max_k, scale=p.scale, causal=p.causal,
                   window=p.window, softcap=p.softcap, cu_seqlens_q=cu_q, cu_seqlens_k=cu_k,
                   seqused_k=used, leftpad_k=_i32(p.leftpad), sinks=p.sinks, descales=descales,
