@@ -5,7 +5,9 @@ for field, pointers included (o/lse/workspace, q_out/seqused_out are the call's 
 change in any part of the key misses; the calls it cannot prove identical keep the slow path.
 
 `_run` captures each kseek_fwd's params and whether the slow path built them (abi.make_params ran);
-`spy[2]` gets each kseek_kv_update's params (and what it wrote to q_out and seqused_out).
+`spy[2]` gets each kseek_kv_update's params (and what it wrote to q_out and seqused_out), `spy[3]` each
+kseek_seqused_segments call's arguments (and what it wrote to out): the host-only build of the real
+kernels/seqused_segments.cu (attention_hostcost.segments_host_lib) computes them on the host.
 """
 import contextlib
 import ctypes
@@ -47,11 +49,27 @@ def _kvu_spy(fn, seen):
     return kvu
 
 
+@pytest.fixture(scope="module")
+def seg_lib(tmp_path_factory):
+    return H.segments_host_lib(tmp_path_factory.mktemp("seg_hostonly"))
+
+
+def _seg_spy(fn, seen):
+    """fn (a kseek_seqused_segments) that also appends (arguments dict, stream, out bytes) to seen."""
+    def seg(*args):
+        rc = fn(*args)
+        a = dict(zip(("cu_q", "seqused_q", "cu_k", "used_k", "batch", "out"), args))
+        seen.append((a, getattr(args[6], "value", args[6]), ctypes.string_at(a["out"], 4 * (6 * a["batch"] + 2))))
+        return rc
+    return seg
+
+
 @pytest.fixture
-def spy(lib, kvu_lib, monkeypatch):
-    """Within kernel_prep_on_cpu and kv_update_on_cpu: a list that gets (library, params dict, stream) per
-    kseek_fwd, a counter of slow-path params builds, and the kv_update calls (_kvu_spy)."""
-    seen, built, kvu_seen = [], [0], []
+def spy(lib, kvu_lib, seg_lib, monkeypatch):
+    """Within kernel_prep_on_cpu, kv_update_on_cpu and segments_on_cpu: a list that gets (library, params dict,
+    stream) per kseek_fwd, a counter of slow-path params builds, the kv_update calls (_kvu_spy) and the
+    seqused_segments calls (_seg_spy)."""
+    seen, built, kvu_seen, seg_seen = [], [0], [], []
     fwd, make = abi.KernelLib.fwd, abi.make_params
 
     def fwd_spy(self, params, stream=0):
@@ -66,8 +84,9 @@ def spy(lib, kvu_lib, monkeypatch):
     monkeypatch.setattr(F, "ENABLED", True)
     monkeypatch.setattr(F, "RECORD_ON", 1)      # record on the first sighting (test_a_key_is_recorded_...: 2)
     F.clear()
-    with H.kernel_prep_on_cpu(lib), H.kv_update_on_cpu(_kvu_spy(kvu_lib, kvu_seen)):
-        yield seen, built, kvu_seen
+    with H.kernel_prep_on_cpu(lib), H.kv_update_on_cpu(_kvu_spy(kvu_lib, kvu_seen)), \
+            H.segments_on_cpu(_seg_spy(seg_lib, seg_seen)):
+        yield seen, built, kvu_seen, seg_seen
     F.clear()
 
 
@@ -416,35 +435,49 @@ def _kvu_same(a, b):
     return {k: v for k, v in a.items() if k not in KVU_OWN} == {k: v for k, v in b.items() if k not in KVU_OWN}
 
 
+def _run_helper(spy, fn, helper, fast=True):
+    """_run for a call with a helper launch before kseek_fwd (spy[helper]: 2 kv_update, 3 seqused_segments):
+    (result, kseek_fwd params, the helper's record, slow path ran?)."""
+    n = len(spy[helper])
+    res, p, ran = _run(spy, fn, fast)
+    assert len(spy[helper]) == n + 1, "one helper launch per call"
+    return res, p, spy[helper][-1], ran
+
+
 def _run_pair(spy, fn, fast=True):
     """_run for an append: (result, kseek_fwd params, kseek_kv_update record (_kvu_spy), slow path ran?)."""
-    n = len(spy[2])
-    res, p, ran = _run(spy, fn, fast)
-    assert len(spy[2]) == n + 1, "one kseek_kv_update per call"
-    return res, p, spy[2][-1], ran
+    return _run_helper(spy, fn, 2, fast)
 
 
-def _check_pair(spy, fn):
-    """The slow path alone, a miss, a hit: both kernels get the slow path's params (but for their own
-    outputs), with the same RECORD and path counts, and kseek_fwd reads this call's kv_update outputs
-    (q_out when q is rotated, seqused). -> the hit's (result, kseek_fwd params, kv_update record)."""
+def _three_runs(spy, fn, helper, first_steps):
+    """The slow path alone, a miss, a hit (_run_helper each): only the hit skips the slow path; all three note
+    the same RECORD, whose steps start with first_steps, and count their path; the results have the same
+    shapes, dtypes, strides and devices. -> the three runs."""
     counts = C.PATH_COUNTS.copy()
     runs, recs = [], []
     for fast in (False, True, True):
-        runs.append(_run_pair(spy, fn, fast))
+        runs.append(_run_helper(spy, fn, helper, fast))
         recs.append((list(C.RECORD["steps"]), list(C.RECORD["paths"])))
-    assert [r[3] for r in runs] == [True, True, False], "the repeated append took the slow path"
-    assert recs[0] == recs[1] == recs[2] and recs[0][0][0] == "kv-update"
+    assert [r[3] for r in runs] == [True, True, False], "the repeated call took the slow path"
+    assert recs[0] == recs[1] == recs[2] and recs[0][0][:len(first_steps)] == first_steps
     assert C.PATH_COUNTS[recs[0][1][0]] - counts[recs[0][1][0]] == 3 and sum((C.PATH_COUNTS - counts).values()) == 3
+    slow, hit = ((r[0],) if type(r[0]) is torch.Tensor else r[0] for r in (runs[0], runs[2]))
+    assert [(a.shape, a.dtype, a.stride(), a.device) for a in slow] == [(b.shape, b.dtype, b.stride(), b.device)
+                                                                        for b in hit]
+    return runs
+
+
+def _check_pair(spy, fn):
+    """_three_runs of an append: both kernels get the slow path's params (but for their own outputs), and
+    kseek_fwd reads this call's kv_update outputs (q_out when q is rotated, seqused). -> the hit's (result,
+    kseek_fwd params, kv_update record)."""
+    runs = _three_runs(spy, fn, 2, ["kv-update"])
     _, p0, (k0, _, q0, used0), _ = runs[0]
     made = ("seqused_k", "q") if k0["q_out"] else ("seqused_k",)     # kseek_fwd's pointers at kv_update's outputs
     for _, p, (kp, _, q_out, used), _ in runs:
         assert _same(*({k: v for k, v in x.items() if k not in made} for x in (p0, p))) and _kvu_same(k0, kp)
         assert (p["seqused_k"], p["q"] if q_out else None) == (kp["seqused_out"], kp["q_out"])
         assert (q_out, used) == (q0, used0)
-    slow, hit = ((r[0],) if type(r[0]) is torch.Tensor else r[0] for r in (runs[0], runs[2]))
-    assert [(a.shape, a.dtype, a.stride(), a.device) for a in slow] == [(b.shape, b.dtype, b.stride(), b.device)
-                                                                        for b in hit]
     return runs[2][0], runs[2][1], runs[2][2]
 
 
@@ -676,13 +709,192 @@ def test_an_append_hit_issues_only_its_allocations(spy, name, n):
     assert dict(ops) == {"empty.memory_format": n} and not H.sync_ops(ops)
 
 
-def test_a_kv_update_launch_not_noted_as_its_step_stays_slow(spy, monkeypatch):
-    """The pair is proven only when the kv_update launch is the step "kv-update" and every other step is a
-    view: here the update is noted as a step that writes, so nothing is replayed."""
-    step = C.step
-    monkeypatch.setattr(C, "step", lambda name: step("writes-something" if name == "kv-update" else name))
-    fn = _append(append_calls()["rotary_dense"])
+@pytest.mark.parametrize("step, first", [("kv-update", "writes-something"), ("seqused-q-segments", "packed")])
+def test_a_helper_launch_not_noted_as_its_step_stays_slow(spy, monkeypatch, step, first):
+    """A pair is proven only when its first launch is noted as that launch's steps ("kv-update"; "packed",
+    "seqused-q-segments") and every other step is a view: here the launch is noted as a step that writes,
+    so nothing is replayed."""
+    note = C.step
+    monkeypatch.setattr(C, "step", lambda name: note("writes-something" if name == step else name))
+    fn = _append(append_calls()["rotary_dense"]) if step == "kv-update" else seqused_calls()["causal"]
     for _ in range(3):
-        _, _, _, ran = _run_pair(spy, fn)
-        assert ran and C.RECORD["steps"] == ["writes-something"]
+        _, _, _, ran = _run_helper(spy, fn, 2 if step == "kv-update" else 3)
+        assert ran and C.RECORD["steps"][:1] == [first] and "writes-something" in C.RECORD["steps"]
     assert list(F.CACHE.values()) == [F.SLOW]
+
+
+# ---- seqused_q: seqused_segments' launch, then kseek_fwd ------------------------------------------
+SEG_STEPS = ["packed", "seqused-q-segments"]
+SEG_FWD = ("cu_seqlens_q", "cu_seqlens_k", "seqused_k")   # kseek_fwd's pointers at the segments' cu_q2, cu_k2, used2
+
+
+def _run_seg(spy, fn, fast=True):
+    """_run for a seqused_q call: (result, kseek_fwd params, kseek_seqused_segments record (_seg_spy), ran?)."""
+    return _run_helper(spy, fn, 3, fast)
+
+
+def _seg_views(a):
+    """The addresses of cu_q2, cu_k2 and used2 in the segments' out [6B+2] (seqused_segments.segments' views)."""
+    return [a["out"] + 4 * i * (2 * a["batch"] + 1) for i in range(3)]
+
+
+def _check_seg(spy, fn):
+    """_three_runs of a seqused_q call: seqused_segments gets the slow path's arguments (but its own out) and
+    writes the same; kseek_fwd gets the slow path's params but for cu_seqlens_q/_k and seqused_k, which are
+    this call's segments (views of that out). -> the hit's (result, kseek_fwd params, segments record)."""
+    runs = _three_runs(spy, fn, 3, SEG_STEPS)
+    _, p0, (a0, _, out0), _ = runs[0]
+    for _, p, (a, stream, out), _ in runs:
+        assert {k: v for k, v in a.items() if k != "out"} == {k: v for k, v in a0.items() if k != "out"}
+        assert _same(*({k: v for k, v in x.items() if k not in SEG_FWD} for x in (p0, p)))
+        assert [p[f] for f in SEG_FWD] == _seg_views(a) and out == out0 and not stream
+    return runs[2][0], runs[2][1], runs[2][2]
+
+
+def _grid_row_call():
+    """The fa3api row seqused_q_varlen (shrunk 16x, as tools/hostcost.py runs it) as the grid binds it."""
+    from kernelseek import fa3api_grid as G
+    return H.bound_call(G.make_call(H.grid_rows(16, "^seqused_q_varlen$")[0], seed=0, device="cpu"))
+
+
+def seqused_calls():
+    """name -> a no-argument flash_attn_varlen_func call with seqused_q (its tensors made once)."""
+    g = torch.Generator().manual_seed(4)
+    q, k, v = _t(31, HQ, D, g=g), _t(47, HKV, D, g=g), _t(47, HKV, D, g=g)
+    cu_q, cu_k, used_q, used_k = _i32([0, 5, 30, 31]), _i32([0, 9, 40, 47]), _i32([3, 40, 0]), _i32([9, 2, 7])
+    out, sinks = torch.empty(31, HQ, D, dtype=torch.bfloat16), torch.randn(HQ)
+    q8, k8, v8 = (x.to(torch.float8_e4m3fn) for x in (q, k, v))
+    return {
+        "grid_row": _grid_row_call(),
+        "causal": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31, seqused_q=used_q, causal=True),
+        "seqused_k_lse": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31, seqused_q=used_q,
+                                                          seqused_k=used_k, return_attn_probs=True),
+        "window_sinks_out": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31, seqused_q=used_q,
+                                                             window_size=(8, 0), s_aux=sinks, out=out),
+        "fp8_no_descales": lambda: A.flash_attn_varlen_func(q8, k8, v8, cu_q, cu_k, 25, 31, seqused_q=used_q,
+                                                            causal=True),
+    }
+
+
+@pytest.mark.parametrize("name", sorted(seqused_calls()))
+def test_a_seqused_q_hit_gives_both_kernels_the_slow_paths_params(spy, name):
+    fn = seqused_calls()[name]
+    res, p, (a, _, _) = _check_seg(spy, fn)
+    assert a["used_k"] is None if name != "seqused_k_lse" else a["used_k"]
+    if name == "window_sinks_out":
+        assert p["o"] != res.data_ptr()               # out= gets a copy of the kernel's o, as on the slow path
+
+
+def _torch_segments(cu_q, used_q, cu_k, used_k):
+    """The bytes of attention_plan's torch composition of the segments (cu_q2, cu_k2, used2 in a row)."""
+    from kernelseek import attention_plan as P
+    from kernelseek import seqused_segments as S
+    S.DEVICE_TYPES.discard("cpu")
+    try:
+        p = P.Problem(q=None, k=None, v=None, kv="packed", batch=cu_q.numel() - 1, max_q=1, max_k=1, scale=1.0,
+                      seqused_q=used_q)
+        return torch.cat(P._seqused_segments(p, cu_q, cu_k, used_k if used_k is not None else cu_k[1:] - cu_k[:-1])[:3]) \
+            .to(torch.int32).numpy().tobytes()
+    finally:
+        S.DEVICE_TYPES.add("cpu")
+
+
+def test_new_seqused_q_tensors_hit_with_their_own_pointers_and_segments(spy):
+    """Other tensors of the same layout (new lengths): a hit, each launch pointed at this call's tensors, and
+    the segments the hit's kseek_fwd reads are the torch composition's of this call's lengths."""
+    g = torch.Generator().manual_seed(5)
+    for i in range(3):
+        q, k, v = _t(31, HQ, D, g=g), _t(47, HKV, D, g=g), _t(47, HKV, D, g=g)
+        cu_q, cu_k, used_q = _i32([0, 5 + i, 30, 31]), _i32([0, 9, 40 - i, 47]), _i32([3 - i, 40, i])
+        _, p, (a, _, out), ran = _run_seg(spy, lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31,
+                                                                                seqused_q=used_q, causal=True))
+        assert ran == (i == 0)
+        assert [a[n] for n in ("cu_q", "seqused_q", "cu_k")] == [x.data_ptr() for x in (cu_q, used_q, cu_k)]
+        assert [p[n] for n in "qkv"] == [x.data_ptr() for x in (q, k, v)] and [p[f] for f in SEG_FWD] == _seg_views(a)
+        assert out == _torch_segments(cu_q, used_q, cu_k, None)
+
+
+def test_every_part_of_a_seqused_q_key_misses(spy):
+    """Each variant of a cached seqused_q call misses once, then hits, and both kernels get its slow path's params."""
+    g = torch.Generator().manual_seed(6)
+    q, k, v = _t(31, HQ, D, g=g), _t(47, HKV, D, g=g), _t(47, HKV, D, g=g)
+    cu_q, cu_k, used_q = _i32([0, 5, 30, 31]), _i32([0, 9, 40, 47]), _i32([3, 40, 0])
+    base = dict(seqused_q=used_q, causal=True)
+    variants = {"base": ((q, k, v, cu_q, cu_k, 25, 31), base),
+                "seqused_k": ((q, k, v, cu_q, cu_k, 25, 31), dict(base, seqused_k=_i32([9, 2, 7]))),
+                "not_causal": ((q, k, v, cu_q, cu_k, 25, 31), dict(base, causal=False)),
+                "window": ((q, k, v, cu_q, cu_k, 25, 31), dict(base, window_size=(8, 0))),
+                "max_seqlen": ((q, k, v, cu_q, cu_k, 26, 31), base),
+                "batch": ((q, k, v, _i32([0, 5, 31]), _i32([0, 9, 47]), 26, 38), dict(base, seqused_q=_i32([3, 9]))),
+                "rows": ((q[:30], k, v, cu_q, cu_k, 25, 31), base),
+                "fp16": ((q.half(), k.half(), v.half(), cu_q, cu_k, 25, 31), base)}
+    segs = set()
+    for name, (args, kw) in variants.items():
+        _, _, (a, _, _) = _check_seg(spy, lambda: A.flash_attn_varlen_func(*args, **kw))
+        segs.add((a["batch"], a["used_k"] is None))
+    assert len(F.CACHE) == len(variants) and all(type(e) is F.Entry for e in F.CACHE.values())
+    assert segs == {(3, True), (3, False), (2, True)}
+
+
+def test_an_aliased_seqused_q_call_is_not_cached_but_does_not_block_the_key(spy):
+    """cu_seqlens_q the very tensor cu_seqlens_k is: which argument the segments' pointers came from is
+    ambiguous, so nothing is stored; the same key with distinct tensors is cached, and then serves it."""
+    q, k, v, cu, used_q = _t(31, HQ, D), _t(31, HKV, D), _t(31, HKV, D), _i32([0, 5, 30, 31]), _i32([3, 40, 0])
+    fn = lambda cu_k: A.flash_attn_varlen_func(q, k, v, cu, cu_k, 25, 25, seqused_q=used_q)   # noqa: E731
+    for _ in range(2):
+        _, _, _, ran = _run_seg(spy, lambda: fn(cu))
+        assert ran and not F.CACHE
+    for first in (True, False):
+        _, _, _, ran = _run_seg(spy, lambda: fn(cu.clone()))
+        assert ran == first
+    _, p, (a, _, _), ran = _run_seg(spy, lambda: fn(cu))
+    assert not ran and a["cu_q"] == a["cu_k"] == cu.data_ptr()
+
+
+def test_a_seqused_q_call_it_cannot_prove_keeps_the_slow_path(spy):
+    """Copies (int64 seqused_q or cu_seqlens, fp8 descales repeated per segment) and the torch ops (a seqused_q
+    the kernel does not take: not contiguous): the slow path every time, with its steps."""
+    q, k, v = _t(31, HQ, D), _t(47, HKV, D), _t(47, HKV, D)
+    cu_q, cu_k, used_q = _i32([0, 5, 30, 31]), _i32([0, 9, 40, 47]), _i32([3, 40, 0])
+    f8, ds = torch.float8_e4m3fn, [torch.rand(3, HKV) + 0.5 for _ in range(3)]
+    cases = {"int64 seqused_q": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31, seqused_q=used_q.long()),
+             "int64 cu_seqlens_k": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k.long(), 25, 31, seqused_q=used_q),
+             "fp8 descales": lambda: A.flash_attn_varlen_func(q.to(f8), k.to(f8), v.to(f8), cu_q, cu_k, 25, 31,
+                                                              seqused_q=used_q, q_descale=ds[0], k_descale=ds[1],
+                                                              v_descale=ds[2]),
+             "strided seqused_q": lambda: A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 25, 31,
+                                                                   seqused_q=_i32([3, 0, 40, 0, 0, 0])[::2])}
+    built, segs = spy[1], spy[3]
+    for name, fn in cases.items():
+        for _ in range(3):
+            nb, ns = built[0], len(segs)
+            fn()
+            assert built[0] > nb and C.RECORD["steps"] == SEG_STEPS, name
+            assert len(segs) == ns + (name != "strided seqused_q"), name
+        assert list(F.CACHE.values()) == [F.SLOW], name
+        F.clear()
+
+
+def test_a_replaced_or_refusing_segments_library_reruns_the_slow_path(spy, seg_lib):
+    """Another segments function than the entry's: a miss (and a new entry). One that refuses on a hit: the
+    entry goes and the slow path raises seqused_segments' error. (spy restores seqused_segments._LIB.)"""
+    from kernelseek import seqused_segments as S
+    fn = seqused_calls()["causal"]
+    _check_seg(spy, fn)
+    S._LIB[0] = _seg_spy(seg_lib, spy[3])
+    for slow in (True, True, False):
+        _, _, _, ran = _run_seg(spy, fn)
+        assert ran == slow
+    S._LIB[0] = lambda *a: 2
+    with pytest.raises(RuntimeError, match="returned status 2"):
+        fn()
+    assert not F.CACHE
+
+
+@pytest.mark.parametrize("name", ["grid_row", "seqused_k_lse"])
+def test_a_seqused_q_hit_issues_only_its_four_allocations(spy, name):
+    """The segments' out, o, lse, workspace: nothing else (the plan's other torch ops are gone), and no sync."""
+    fn = seqused_calls()[name]
+    _check_seg(spy, fn)
+    ops = H.count_ops(fn)
+    assert dict(ops) == {"empty.memory_format": 4} and not H.sync_ops(ops)
