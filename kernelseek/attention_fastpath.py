@@ -1,17 +1,20 @@
-"""A per-process fast path for kernelseek.attention calls that make one kernel call (or an append: one
-kv_update launch, then one kernel call): the same launches with less host time.
+"""A per-process fast path for kernelseek.attention calls that make one kernel call, or a pair: one helper
+launch, then one kernel call (an append: kv_update, then kseek_fwd; a seqused_q call: seqused_segments,
+then kseek_fwd): the same launches with less host time.
 
 Why: a serving engine makes the same call (shapes, strides, dtypes, flags) every layer and step,
 with new data. Planning, Core, Inputs, _Call and make_params cost 60-80 us of host time per call
 on the H200 host (tools/hostcost.py), an append (flash_attn_with_kvcache with k=/v=) ~100 us more
-with kv_update.update. FlashAttention-3's own call costs 25-30 us.
+with kv_update.update, a seqused_q call the segments' launch and torch ops besides. FlashAttention-3's
+own call costs 25-30 us.
 
 What: attention._forward_only's wrapper calls `call`. The key is everything except the data: the
 entry point, each argument (a scalar by type and value; a tensor by dtype, device, shape, strides
 and 16-byte alignment, and only where TENSOR_ARGS allows one), KSEEK_ATTENTION_KERNEL/_DEFINES and
 attention_core._run_reference (the CPU harness swaps it). A miss runs the entry point as before; from
 the key's second sighting (RECORD_ON) on, it also records its launches (attention_core.recording:
-kseek_fwd's, and kv_update.update's as a kv_update.Launched).
+kseek_fwd's, kv_update.update's as a kv_update.Launched, seqused_segments.segments' as a
+seqused_segments.Launched).
 The key gets an Entry only when the call is provably a function of the key and the data pointers:
 exactly one kernel call; no plan step other than view-only ones (VIEW_STEPS); the result is the
 kernel's o/lse (or out=); every params pointer is the fresh o/lse/workspace, or the data of exactly
@@ -19,23 +22,30 @@ one argument (that argument, or a view of the one argument on its storage: the p
 from metadata only, so the offset is fixed). Otherwise the key is marked SLOW and keeps the slow
 path; an ambiguous alias (one tensor passed twice, two arguments sharing the storage a pointer comes
 from) is not marked, so a later call can still be cached.
-An append is the pair [kv_update launch, kseek_fwd], with the steps "kv-update" (KVU_STEP) and then
-view-only ones. Its Entry has a `pre` (Pre), proven as above: every kv_update pointer is its own fresh
-output (q_out when it rotates q, seqused_out) or the data of exactly one argument (so an int
-cache_seqlens, made into a tensor, or int64 lengths, copied to int32, keep the slow path), and
-kv_update._LIB holds the function it called. kseek_fwd's pointers may also be this call's kv_update
-outputs (q: the rotated q_out; seqused_k: seqused), which follow the arguments as slots of their own.
-The torch-op append (kv_update does not take the call: CPU tensors, odd strides) has other steps and
-stays SLOW.
-A hit copies the params template and sets the pointers. For an append it first replays kv_update:
-its params template with the argument pointers, seqused [B] int32 and q_out (like q) allocated as
-update does, one launch on the current stream (the cache is written in place, as on the slow path).
+A pair is [helper launch, kseek_fwd] whose helper is one of PRE_KINDS (by its params' type), with that
+kind's steps first (kv_update: "kv-update", KVU_STEP; seqused_segments: "packed", "seqused-q-segments",
+SEG_STEPS) and then view-only ones. Its Entry has a `pre` (Pre), proven as above: every helper pointer is
+its own fresh output (kv_update: q_out when it rotates q, seqused_out; seqused_segments: out, the one
+[6B+2] int32 buffer of cu_q2, cu_k2 and used2) or the data of exactly one argument (so an int
+cache_seqlens made into a tensor, int64 lengths copied to int32, or fp8 descales repeated per segment
+keep the slow path), and the helper module's _LIB holds the function it called. kseek_fwd's pointers may
+also be this call's helper outputs (q: the rotated q_out; seqused_k: seqused; cu_seqlens_q, cu_seqlens_k,
+seqused_k: views of the segments' out at fixed offsets), which follow the arguments as slots of their own.
+What the plan does with torch ops instead stays SLOW: the torch-op append (kv_update does not take the
+call: CPU tensors, odd strides), and the torch segments (seqused_segments does not take the call: not
+contiguous int32). Without seqused_k, the plan passes the segments kernel used_k NULL, and the kernel
+reads each sequence's key rows from cu_k itself (the same values as the cu_k[1:] - cu_k[:-1] it was given
+before: tests/unit/test_seqused_segments.py), so such a call is just the pair.
+A hit copies the params template and sets the pointers. For a pair it first replays the helper: its
+params template with the argument pointers, its own outputs allocated as the slow path does (kv_update:
+seqused [B] int32, q_out like q; seqused_segments: out [6B+2] int32), one launch on the current stream
+(kv_update writes the cache in place, as on the slow path).
 It allocates o, lse and the workspace as the slow path does; the workspace is sized per call by
 kseek_workspace_bytes, because the kernel's path, and so the workspace, depends on pointer alignment.
 The hit launches on the current stream and records RECORD and PATH_COUNTS as the slow path would
 (kseek_last_path is read on every call). It is as capture-safe as the slow path: no host sync, and
-every allocation goes through torch. No tensor is kept. A library that changed (kseek_fwd's or
-kv_update's) or a non-OK status drops the entry and reruns the slow path, which raises its error;
+every allocation goes through torch. No tensor is kept. A library that changed (kseek_fwd's or the
+helper's) or a non-OK status drops the entry and reruns the slow path, which raises its error;
 when kseek_fwd refuses after kv_update ran, the rerun appends the same rows again (the update reads
 only arguments, so it writes the same values). To turn the fast path off: KSEEK_ATTENTION_FASTPATH=0
 (read at import), or ENABLED = False.
