@@ -38,6 +38,7 @@ struct Args {
   int kps;                        // keys per split
   float* ws_o;                    // [nsplit][B * Hkv * msmall][Dv]
   float* ws_lse;                  // [nsplit][B * Hkv * msmall]
+  int compact;                    // qv_ws.cuh, varlen: blockIdx.x walks the long sequences' tiles (find_tile)
 };
 
 

@@ -155,7 +155,16 @@ static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream
     QV_CK(cudaFuncSetAttribute(qv_attn_ws<T, Dv, QV>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     if (dev >= 0 && dev < 64) attr[dev] = true;
   }
-  qv_attn_ws<T, Dv, QV><<<dim3(tiles, p->heads_kv, p->batch), C::kThreads, C::kSmem, st>>>(*p, a);
+  dim3 grid(tiles, p->heads_kv, p->batch);
+  Args ac = a;
+  if (p->cu_seqlens_q) {   // varlen: only the long sequences' tiles get a CTA (find_tile); at most
+    // sum over them of ceil(rows / 64) <= total rows / 64 + their count, their count <= total rows / 65
+    const int64_t rows = p->total_q * (p->heads_q / p->heads_kv);
+    const int64_t bound = (rows + 63) / 64 + std::min<int64_t>(p->batch, rows / (kSmallRows + 1) + 1);
+    grid = dim3((unsigned)std::max<int64_t>(1, std::min<int64_t>((int64_t)tiles * p->batch, bound)), p->heads_kv, 1);
+    ac.compact = 1;
+  }
+  qv_attn_ws<T, Dv, QV><<<grid, C::kThreads, C::kSmem, st>>>(*p, ac);
   QV_CK(cudaGetLastError());
   return KSEEK_OK;
 }

@@ -60,6 +60,56 @@ struct CfgS {
   static_assert(kSmem <= 227 * 1024, "shared memory");
 };
 
+// Varlen: CTA c takes the c-th 64-row tile of the sequences with more than kSmallRows rows (the split kernel
+// takes the others), sequence by sequence, each sequence's last (causal: longest) tile first. So the grid is
+// ~total rows / 64 CTAs, not batch x the longest sequence's tiles: in a serving step of 2 prefill chunks and
+// 128 decodes, 16k CTAs of which 16k would only look up their sequence and exit. All threads of the CTA scan
+// the batch's row counts, blockDim.x sequences at a time (scratch: 18 ints of shared memory). False: no tile.
+template <int kM>
+__device__ __forceinline__ bool find_tile(const kseek_params& p, int G, int c, int* scratch, int& b, int& m0) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
+  int base = 0;   // tiles of the sequences before this round
+  for (int b0 = 0; b0 < p.batch; b0 += blockDim.x) {
+    const int bb = b0 + tid;
+    int cnt = 0;
+    if (bb < p.batch) {
+      const int mbb = (p.cu_seqlens_q[bb + 1] - p.cu_seqlens_q[bb]) * G;
+      cnt = mbb > kSmallRows ? (mbb + kM - 1) / kM : 0;
+    }
+    int v = cnt;   // inclusive scan over the warp, then over the warps' sums
+#pragma unroll
+    for (int o = 1; o < 32; o <<= 1) {
+      const int n = __shfl_up_sync(0xffffffffu, v, o);
+      if (lane >= o) v += n;
+    }
+    if (tid == 0) scratch[16] = -1;
+    if (lane == 31) scratch[warp] = v;
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < nw; ++w) {
+      const int x = scratch[w];
+      before += w < warp ? x : 0;
+      total += x;
+    }
+    const int hi = base + before + v, lo = hi - cnt;
+    if (cnt && c >= lo && c < hi) {   // exactly one thread
+      scratch[16] = bb;
+      scratch[17] = hi - 1 - c;      // the sequence's tiles last first
+    }
+    __syncthreads();
+    const int found = scratch[16], tile = scratch[17];
+    __syncthreads();                 // scratch is rewritten by the next round (and later by the kernel)
+    if (found >= 0) {
+      b = found;
+      m0 = tile * kM;
+      return true;
+    }
+    base += total;
+    if (base > c) break;
+  }
+  return false;
+}
+
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;   // 128 * 40 + 256 * 232 <= 64K registers
 
 template <typename T, int Dv, bool QV>
@@ -78,13 +128,13 @@ __global__ void __launch_bounds__(384, 1)
   auto bar_empty = [&](int s) { return sbase + C::kOffBar + 8 * (1 + C::kStages + s); };
   const int tid = threadIdx.x, t = tid & 127;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);   // warp-uniform as far as the compiler knows
-  const int hkv = blockIdx.y, b = blockIdx.z;
+  const int hkv = blockIdx.y;
   const int G = a.G;
-
+  int b = blockIdx.z, m0 = (gridDim.x - 1 - blockIdx.x) * C::kM;   // the last (causal: longest) row tiles first
+  if (a.compact && !find_tile<C::kM>(p, G, blockIdx.x, reinterpret_cast<int*>(s_alpha), b, m0)) return;
   const Seq s = seq_of(p, b);
   const int mb = s.sq * G;
   if (!role_takes(a.role, mb)) return;
-  const int m0 = (gridDim.x - 1 - blockIdx.x) * C::kM;   // the last (causal: longest) row tiles first
   if (m0 >= mb) return;
   int tlo, thi, dummy;
   row_range(p, s, m0 / G, tlo, dummy);
