@@ -163,9 +163,9 @@ PRE_KINDS = {       # by the type of the Launched's params
 
 
 class Pre:
-    """The launch before kseek_fwd in a pair (a kv_update or seqused_segments Launched, proven): its module and
-    function, its params without pointers, where each pointer comes from, and its own outputs ((field, shape
-    or None when it has none, dtype), ...), in the order they follow the arguments (PRE_KINDS)."""
+    """The launch before kseek_fwd in a pair (a kv_update or seqused_segments Launched, proven): its Kind
+    (PRE_KINDS) and function, its params without pointers, where each pointer comes from, and its own outputs
+    ((field, shape or None when this call has none, dtype), ...), in the order they follow the arguments."""
     __slots__ = ("kind", "fn", "template", "ptrs", "device", "outs")
 
     def run(self, vals):
