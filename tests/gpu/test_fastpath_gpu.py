@@ -1,7 +1,7 @@
 """The host fast path (kernelseek/attention_fastpath.py) on the GPU, every fa3api row: a call answered from
 the cache gives the same o, lse and (appends) K/V caches, bit for bit, as the slow path on the same inputs;
 a call whose entry was recorded is answered without building params (abi.make_params is not called); the
-append rows (kv_update launch + one kernel) are cached."""
+append rows (kv_update launch + one kernel) and the seqused_q row (segments launch + one kernel) are cached."""
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -13,7 +13,7 @@ from kernelseek import attention_fastpath as F  # noqa: E402
 from kernelseek import fa3api_grid as G  # noqa: E402
 
 ROWS = {r["name"]: r for r in G.load_rows()}
-MUST_CACHE = {"append", "append_rotary"}   # features whose rows must get an entry
+MUST_CACHE = {"append", "append_rotary", "seqused_q"}   # features whose rows must get an entry
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
