@@ -12,6 +12,8 @@
 #           tests, tools/qv_probe.py (ws / wg / mma / old A/B), serving s08, the fa3api grid's qv, dv, append and
 #           seqused rows, then FA3's
 #           output / varlen tests with what is left
+#   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
+#           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
 #           cost per call on CUDA, serving s01-s09 against FA3
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v18.sh qv
@@ -80,6 +82,21 @@ case $mode in
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
     ;;
+  ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
+    log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
+    log "qv probe"; timeout -k 5 "$(cap 120)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
+      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    for row in dv512 s08_prefills; do
+      log "ncu $row"; timeout -k 5 "$(cap 90)" ncu --kernel-name regex:qv_attn_ws --launch-skip 2 --launch-count 1 \
+        --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
+        python3 tools/qv_ncu.py $row > "$OUT/ncu_$row.txt" 2>&1
+      grep -E "Duration|Throughput|Busy|Stall|Warp Cycles|L2 Hit|Mem Pipes|Bandwidth" "$OUT/ncu_$row.txt" | head -30
+    done
+    ;;
   final)
     log "GPU tests"; timeout -k 5 "$(cap 100)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py \
@@ -92,6 +109,6 @@ case $mode in
       --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
     ;;
-  *) echo "unknown mode $mode (qv, probe, v18, ws, final)"; exit 2 ;;
+  *) echo "unknown mode $mode (qv, probe, v18, ws, ws2, final)"; exit 2 ;;
 esac
 log done

@@ -6,8 +6,9 @@
 // through shared memory, in lockstep, with the loads, the softmax and the MMAs one after the other (16-18%
 // of the tensor rate on s08's prefill chunks). Here, as FlashAttention-3 does for a value dim over 256:
 //   warpgroup 0 (producer): cp.async of the [q, qv] tile once and of each 64-key [k, v] block into a
-//     ring of kStages stages; each thread's copies arrive on the stage's mbarrier when they land
-//     (cp.async.mbarrier.arrive.noinc), so loads run ahead of the MMAs by up to kStages blocks;
+//     ring of kStages stages (8 threads per row: 128 contiguous bytes per 8 lanes; a paged cache's page
+//     ids of the next block read before waiting for its stage); each thread's copies arrive on the
+//     stage's mbarrier when they land (cp.async.mbarrier.arrive.noinc), so loads run up to a ring ahead;
 //   warpgroup 1 (S): S = [q, qv] . [k, v]^T for all 64 rows (wgmma m64n64k16, both operands in shared
 //     memory), the masks and the online softmax; P (16-bit) and each row's rescale factor go to shared
 //     memory for warpgroup 2; then O[:, :Dv/2] += P V (P from registers). Its P V of block i is still in
@@ -163,11 +164,13 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();   // the last CTA-wide barrier
 
   if (wg == 0) {
-    // ---- producer: thread pair (2r, 2r + 1) copies row r, alternating 16-byte units (32-byte sectors) ----
+    // ---- producer: 8 threads per key row, each one 16-byte unit of every 64-column chunk, so a warp's
+    //      cp.async copies 4 rows x 128 contiguous bytes; this thread's rows are prow + 16 k, k < 4 ------
     fa3::setmaxnreg_dec<kProducerRegs>();
-    const int row = t >> 1, half = t & 1;
-    {
-      const int m = m0 + row;
+    const int prow = t >> 3, unit = t & 7;
+#pragma unroll
+    for (int k = 0; k < 4; ++k) {   // the [q, qv] tile; rows past the sequence are zeros
+      const int row = prow + 16 * k, m = m0 + row;
       const bool ok = m < mb;
       const T* qp = (const T*)p.q;
       const T* qvp = (const T*)p.q;
@@ -182,48 +185,61 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
 #pragma unroll
-      for (int it = 0; it < C::kQChunks * 4; ++it) {
-        const int u = 2 * it + half;
-        const T* src = u < 8 ? qp + u * 8 : qvp + (u - 8) * 8;
-        cp16(sbase + fa3::swz_offset(row, u * 8, C::kM), src, ok);
-      }
-      cp_mbar_arrive(bar_q);
+      for (int c = 0; c < C::kQChunks; ++c)
+        cp16(sbase + fa3::swz_offset(row, c * 64 + unit * 8, C::kM),
+             c == 0 ? qp + unit * 8 : qvp + (c - 1) * 64 + unit * 8, ok);
     }
+    cp_mbar_arrive(bar_q);
     const T* K = (const T*)p.k;
     const T* V = (const T*)p.v;
     const int32_t* pages = p.page_table ? p.page_table + (int64_t)b * p.page_table_stride : nullptr;
+    // the page of each of this thread's rows of block blk (paged caches), read before the stage's wait
+    auto page_ids = [&](int blk, int (&pg)[4]) {
+#pragma unroll
+      for (int k = 0; k < 4; ++k) {
+        const int jp = kbeg + blk * C::kN + prow + 16 * k;
+        pg[k] = (pages && blk < nblk && jp < kend) ? pages[((int64_t)jp + s.lp) / p.page_size] : 0;
+      }
+    };
+    int pg[4];
+    page_ids(0, pg);
     for (int blk = 0; blk < nblk; ++blk) {
       const int st = blk % C::kStages;
+      int pgn[4];
+      page_ids(blk + 1, pgn);
       fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
-      const int jp = kbeg + blk * C::kN + row;
-      const bool ok = jp < kend;
-      const T* kp = K;
-      const T* vp = V;
-      if (ok) {
-        const int64_t j = (int64_t)jp + s.lp;
-        int64_t ko, vo;
-        if (pages) {
-          const int64_t pg = pages[j / p.page_size], slot = j % p.page_size;
-          ko = pg * p.k_batch_stride + slot * p.k_row_stride;
-          vo = pg * p.v_batch_stride + slot * p.v_row_stride;
-        } else if (p.cu_seqlens_k) {
-          ko = (s.k_row0 + j) * p.k_row_stride;
-          vo = (s.k_row0 + j) * p.v_row_stride;
-        } else {
-          ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
-          vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
-        }
-        kp = K + ko + (int64_t)hkv * p.k_head_stride;
-        vp = V + vo + (int64_t)hkv * p.v_head_stride;
-      }
       const uint32_t dst = sbase + C::kOffStage + st * C::kStage;
 #pragma unroll
-      for (int it = 0; it < C::kChunks * 4; ++it) {
-        const int u = 2 * it + half;
-        const T* src = u < 8 ? kp + u * 8 : vp + (u - 8) * 8;
-        cp16(dst + fa3::swz_offset(row, u * 8, C::kN), src, ok);
+      for (int k = 0; k < 4; ++k) {
+        const int row = prow + 16 * k, jp = kbeg + blk * C::kN + row;
+        const bool ok = jp < kend;
+        const T* kp = K;
+        const T* vp = V;
+        if (ok) {
+          const int64_t j = (int64_t)jp + s.lp;
+          int64_t ko, vo;
+          if (pages) {
+            const int64_t slot = j % p.page_size;
+            ko = (int64_t)pg[k] * p.k_batch_stride + slot * p.k_row_stride;
+            vo = (int64_t)pg[k] * p.v_batch_stride + slot * p.v_row_stride;
+          } else if (p.cu_seqlens_k) {
+            ko = (s.k_row0 + j) * p.k_row_stride;
+            vo = (s.k_row0 + j) * p.v_row_stride;
+          } else {
+            ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
+            vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
+          }
+          kp = K + ko + (int64_t)hkv * p.k_head_stride;
+          vp = V + vo + (int64_t)hkv * p.v_head_stride;
+        }
+#pragma unroll
+        for (int c = 0; c < C::kChunks; ++c)
+          cp16(dst + fa3::swz_offset(row, c * 64 + unit * 8, C::kN),
+               c == 0 ? kp + unit * 8 : vp + (c - 1) * 64 + unit * 8, ok);
       }
       cp_mbar_arrive(bar_full(st));
+#pragma unroll
+      for (int k = 0; k < 4; ++k) pg[k] = pgn[k];
     }
     cp_wait<0>();
     return;
