@@ -198,7 +198,7 @@ def _run_reference(c: Core):
 
 def _stream(dev) -> int:
     """The current stream of a CUDA device as an int (what abi.Launch reads by default); 0 for the CPU
-    (attention_hostcost runs this path on CPU tensors against a library that launches nothing)."""
+    (host_standins.kernel_prep_on_cpu runs this path on CPU tensors against a library that launches nothing)."""
     if dev.type != "cuda":
         return 0
     if _RAW_STREAM is not None:      # the raw cudaStream_t, without building a torch.cuda.Stream (~3 us less)

@@ -12,7 +12,7 @@ The library is built once per process (helper_lib: the harness's cached nvcc bui
 
 While attention_core.recording is open, a launch appends a `Launched` (the function, its params and the
 tensor behind each pointer) to the recording's list: attention_fastpath replays it on a hit.
-DEVICE_TYPES: the devices whose tensors the kernel takes (attention_hostcost.kv_update_on_cpu adds "cpu",
+DEVICE_TYPES: the devices whose tensors the kernel takes (host_standins.kv_update_on_cpu adds "cpu",
 against a host-only library, so the tests run this host code without a GPU).
 """
 from __future__ import annotations

@@ -11,7 +11,7 @@ one device.
 
 While attention_core.recording is open, the launch appends a `Launched` (the function, its arguments as
 SegParams and the tensor behind each pointer; "out" is its own) to the recording's list: attention_fastpath
-replays it on a hit. DEVICE_TYPES: attention_hostcost.segments_on_cpu adds "cpu", against a host-only build
+replays it on a hit. DEVICE_TYPES: host_standins.segments_on_cpu adds "cpu", against a host-only build
 of the kernel, so the tests run this host code without a GPU.
 """
 from __future__ import annotations

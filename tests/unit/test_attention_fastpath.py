@@ -1,5 +1,5 @@
 """kernelseek.attention_fastpath on CPU tensors through the CUDA path's host code (the host-only kseek.h
-library of attention_hostcost, and its host-only kv_update.cu, which updates the cache on the host): a hit
+library of host_standins, and its host-only kv_update.cu, which updates the cache on the host): a hit
 hands kseek_fwd (and kseek_kv_update, for an append) the params the slow path builds for that call, field
 for field, pointers included (o/lse/workspace, q_out/seqused_out are the call's own fresh tensors); a
 change in any part of the key misses; the calls it cannot prove identical keep the slow path.
@@ -7,7 +7,7 @@ change in any part of the key misses; the calls it cannot prove identical keep t
 `_run` captures each kseek_fwd's params and whether the slow path built them (abi.make_params ran);
 `spy[2]` gets each kseek_kv_update's params (and what it wrote to q_out and seqused_out), `spy[3]` each
 kseek_seqused_segments call's arguments (and what it wrote to out): the host-only build of the real
-kernels/seqused_segments.cu (attention_hostcost.segments_host_lib) computes them on the host.
+kernels/seqused_segments.cu (host_standins.segments_host_lib) computes them on the host.
 """
 import contextlib
 import ctypes
@@ -21,6 +21,7 @@ from kernelseek import attention as A
 from kernelseek import attention_core as C
 from kernelseek import attention_fastpath as F
 from kernelseek import attention_hostcost as H
+from kernelseek import host_standins as HS
 from kernelseek.kv_update import KvuParams
 
 HQ, HKV, D = 8, 2, 128
@@ -29,12 +30,12 @@ OWN = ("o", "lse", "workspace")
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return H.host_lib(tmp_path_factory.mktemp("hostonly"))
+    return HS.host_lib(tmp_path_factory.mktemp("hostonly"))
 
 
 @pytest.fixture(scope="module")
 def kvu_lib(tmp_path_factory):
-    return H.kvu_host_lib(tmp_path_factory.mktemp("kvu_hostonly"))
+    return HS.kvu_host_lib(tmp_path_factory.mktemp("kvu_hostonly"))
 
 
 def _kvu_spy(fn, seen):
@@ -51,7 +52,7 @@ def _kvu_spy(fn, seen):
 
 @pytest.fixture(scope="module")
 def seg_lib(tmp_path_factory):
-    return H.segments_host_lib(tmp_path_factory.mktemp("seg_hostonly"))
+    return HS.segments_host_lib(tmp_path_factory.mktemp("seg_hostonly"))
 
 
 def _seg_spy(fn, seen):
@@ -84,8 +85,8 @@ def spy(lib, kvu_lib, seg_lib, monkeypatch):
     monkeypatch.setattr(F, "ENABLED", True)
     monkeypatch.setattr(F, "RECORD_ON", 1)      # record on the first sighting (test_a_key_is_recorded_...: 2)
     F.clear()
-    with H.kernel_prep_on_cpu(lib), H.kv_update_on_cpu(_kvu_spy(kvu_lib, kvu_seen)), \
-            H.segments_on_cpu(_seg_spy(seg_lib, seg_seen)):
+    with HS.kernel_prep_on_cpu(lib), HS.kv_update_on_cpu(_kvu_spy(kvu_lib, kvu_seen)), \
+            HS.segments_on_cpu(_seg_spy(seg_lib, seg_seen)):
         yield seen, built, kvu_seen, seg_seen
     F.clear()
 
@@ -340,7 +341,7 @@ def test_a_hit_issues_only_the_three_allocations(spy):
 def test_without_the_harness_cpu_calls_get_the_reference(lib):
     fn = calls()["dense"]
     F.clear()
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         fn(), fn()
         assert C.RECORD["paths"] == ["prefill"] and F.CACHE
     fn()

@@ -1,5 +1,5 @@
 """kernelseek.attention's host path, on CPU tensors through the CUDA path's host code
-(attention_hostcost.kernel_prep_on_cpu, a host-only kseek.h library built by nvcc):
+(host_standins.kernel_prep_on_cpu, a host-only kseek.h library built by nvcc):
 
 * the common calls issue no op that syncs with the host on CUDA (item/int of a tensor, nonzero,
   boolean masks, tensors built from Python data), and their sources read nothing back;
@@ -18,6 +18,7 @@ from kernelseek import attention as A
 from kernelseek import attention_cache, attention_fastpath, attention_plan
 from kernelseek import attention_core as C
 from kernelseek import attention_hostcost as H
+from kernelseek import host_standins as HS
 
 HQ, HKV, D = 8, 2, 128
 # A dense bf16 call's ops today: q/k/v are passed as they are; the outputs (o, lse) and the workspace
@@ -27,7 +28,7 @@ DENSE_MAX_OPS, DENSE_MAX_LAUNCH_OPS = 3, 0
 
 @pytest.fixture(scope="module")
 def lib(tmp_path_factory):
-    return H.host_lib(tmp_path_factory.mktemp("hostonly"))
+    return HS.host_lib(tmp_path_factory.mktemp("hostonly"))
 
 
 def _t(g, *shape, dtype=torch.bfloat16):
@@ -94,7 +95,7 @@ COMMON = {"dense_prefill": dense_prefill, "varlen": varlen, "decode_paged": deco
 @pytest.mark.parametrize("name", sorted(COMMON))
 def test_common_calls_issue_no_host_sync(lib, name):
     fn = COMMON[name](torch.Generator().manual_seed(7))
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         ops = H.count_ops(fn)
         assert C.RECORD["paths"] and set(C.RECORD["paths"]) == {"prefill"}   # the kernel path ran (stub: 2)
     assert sum(ops.values()) > 0
@@ -103,7 +104,7 @@ def test_common_calls_issue_no_host_sync(lib, name):
 
 def test_dense_call_op_count_stays_at_its_budget(lib):
     fn = dense_prefill(torch.Generator().manual_seed(1))
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         ops = H.count_ops(fn)
     assert sum(ops.values()) <= DENSE_MAX_OPS, dict(ops)
     assert H.launch_ops(ops) <= DENSE_MAX_LAUNCH_OPS, dict(ops)
@@ -117,7 +118,7 @@ def test_varlen_queries_over_a_dense_cache_compute_nothing(lib):
     g = torch.Generator().manual_seed(3)
     kc, vc = _t(g, 3, 64, HKV, D), _t(g, 3, 64, HKV, D)
     q, cu, lens = _t(g, 50, HQ, D), _i32([0, 1, 45, 50]), _i32([60, 64, 7])
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         ops = H.count_ops(lambda: A.flash_attn_with_kvcache(q, kc, vc, cache_seqlens=lens, cu_seqlens_q=cu,
                                                             max_seqlen_q=44, causal=True))
         assert C.RECORD["steps"] == []
@@ -146,7 +147,7 @@ def test_sources_read_nothing_back():
 
 def test_outside_the_context_cpu_calls_get_the_reference_again(lib):
     fn = dense_prefill(torch.Generator().manual_seed(2))
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         fn()
         assert C.RECORD["paths"] == ["prefill"]
     o, lse = fn()
@@ -164,7 +165,7 @@ def test_launch_fills_params_once_and_points_them_at_the_workspace(lib):
         seen.append(self)
     abi.Launch.__init__ = keep
     try:
-        with H.kernel_prep_on_cpu(lib):
+        with HS.kernel_prep_on_cpu(lib):
             fn()
     finally:
         abi.Launch.__init__ = real
@@ -183,7 +184,7 @@ def _scenario_of(call):
 def test_stage_times_add_up(lib, monkeypatch):
     fn = varlen(torch.Generator().manual_seed(5))
     monkeypatch.setattr(attention_fastpath, "ENABLED", False)   # the stages of the slow path (a hit skips them)
-    with H.kernel_prep_on_cpu(lib):
+    with HS.kernel_prep_on_cpu(lib):
         st = H.per_stage(fn, reps=30, warmup=3)
     for s in ("plan", "core prep", "alloc", "params", "ctypes fwd", "args"):
         assert st[s] > 0, (s, st)

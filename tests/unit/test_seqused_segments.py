@@ -1,4 +1,4 @@
-"""kernels/seqused_segments.cu without a GPU: its host-only build (attention_hostcost.segments_host_lib: the real
+"""kernels/seqused_segments.cu without a GPU: its host-only build (host_standins.segments_host_lib: the real
 source, its kernel run on the host for every (block, thread) of its grid) against the torch composition it
 replaces in attention_plan._seqused_segments, with used_k given and with used_k NULL (what the plan passes
 since the fast path caches seqused_q calls: the kernel reads each sequence's key rows from cu_k itself);
@@ -13,14 +13,14 @@ import torch
 from kernelseek import abi
 from kernelseek import attention as A
 from kernelseek import attention_fastpath as F
-from kernelseek import attention_hostcost as H
+from kernelseek import host_standins as HS
 from kernelseek import attention_plan as P
 from kernelseek import seqused_segments as S
 
 
 @pytest.fixture(scope="module")
 def seg_lib(tmp_path_factory):
-    return H.segments_host_lib(tmp_path_factory.mktemp("seg_hostonly"))
+    return HS.segments_host_lib(tmp_path_factory.mktemp("seg_hostonly"))
 
 
 def _i32(xs):
@@ -57,7 +57,7 @@ def test_the_kernel_equals_the_torch_composition_and_a_null_used_k_the_key_rows(
     cu_q, cu_k, uq = _cu(lens_q), _cu(lens_k), _i32(used_q)
     rows = cu_k[1:] - cu_k[:-1]
     want = torch.cat(_torch_segments(cu_q, uq, cu_k, _i32(used_k) if used_k is not None else rows))
-    with H.segments_on_cpu(seg_lib):
+    with HS.segments_on_cpu(seg_lib):
         got = [torch.cat(S.segments(cu_q, uq, cu_k, k)) for k in
                ((_i32(used_k),) if used_k is not None else (None, rows))]
     for g in got:
@@ -74,9 +74,9 @@ def test_the_host_build_refuses_what_the_kernel_refuses(seg_lib):
 
 def test_the_host_source_is_the_kernels_with_its_launch_rewritten():
     src = S.KERNEL.read_text()
-    host = H.segments_host_source()
-    assert host.startswith(H.SEG_HOST_PRELUDE)
-    assert host[len(H.SEG_HOST_PRELUDE):].replace("HOST_LAUNCH(seqused_segments_kernel, ", "seqused_segments_kernel<<<") \
+    host = HS.segments_host_source()
+    assert host.startswith(HS.SEG_HOST_PRELUDE)
+    assert host[len(HS.SEG_HOST_PRELUDE):].replace("HOST_LAUNCH(seqused_segments_kernel, ", "seqused_segments_kernel<<<") \
         .replace(")(cu_q, seqused_q", ">>>(cu_q, seqused_q") == src
 
 
@@ -94,7 +94,7 @@ def _fwd_reads(lib, seen):
         return fwd(self, p, stream)
     abi.KernelLib.fwd = spy
     try:
-        with H.kernel_prep_on_cpu(lib):
+        with HS.kernel_prep_on_cpu(lib):
             yield
     finally:
         abi.KernelLib.fwd = fwd
@@ -104,7 +104,7 @@ def test_the_call_hands_the_kernel_the_same_segments_as_before(seg_lib, tmp_path
     """flash_attn_varlen_func with seqused_q and no seqused_k: kseek_fwd reads the same segments from the
     kernel (used_k NULL), from the torch ops (CPU tensors without the kernel) and from the kernel given
     used_k = cu_k[1:] - cu_k[:-1] (what the plan passed before)."""
-    lib = H.host_lib(tmp_path)
+    lib = HS.host_lib(tmp_path)
     lens_q, lens_k, used = [64, 49, 125], [64, 94, 132], [63, 1, 125]
     cu_q, cu_k, uq = _cu(lens_q), _cu(lens_k), _i32(used)
     q, k, v = torch.randn(238, 4, 128).bfloat16(), torch.randn(290, 2, 128).bfloat16(), torch.randn(290, 2, 128).bfloat16()
@@ -113,7 +113,7 @@ def test_the_call_hands_the_kernel_the_same_segments_as_before(seg_lib, tmp_path
     try:
         with _fwd_reads(lib, seen):
             A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 125, 132, seqused_q=uq, causal=True)
-            with H.segments_on_cpu(seg_lib):
+            with HS.segments_on_cpu(seg_lib):
                 A.flash_attn_varlen_func(q, k, v, cu_q, cu_k, 125, 132, seqused_q=uq, causal=True)
                 before = [t.numpy().tobytes() for t in S.segments(cu_q, uq, cu_k, cu_k[1:] - cu_k[:-1])]
     finally:

@@ -1,7 +1,7 @@
 """The serving host path takes no host sync (issue 26, item 3, as far as a CPU can tell): every serving row's
 scaled copy runs kernelseek.attention.flash_attn_with_kvcache under host_syncs.SyncRecorder, with only the
 CPU-only float64 answer (attention_core._run_reference, which reads lengths back by design) paused; then
-again through the CUDA path's host code itself (attention_hostcost.kernel_prep_on_cpu: _run_kernel, Inputs,
+again through the CUDA path's host code itself (host_standins.kernel_prep_on_cpu: _run_kernel, Inputs,
 make_params, the ctypes call, against a host-only kseek.h library built by nvcc), with nothing paused. The
 recorder itself is shown to catch each kind of sync, and to see inside the call (unpaused, the reference's
 reads are found). What a CPU cannot see: CUDA's own host work (stream lookup, the real kseek_fwd);
@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from kernelseek import attention_core as core
-from kernelseek import attention_hostcost as H
+from kernelseek import host_standins as HS
 from kernelseek import serving_grid as G
 from kernelseek.host_syncs import SyncRecorder
 
@@ -86,13 +86,13 @@ def test_recorder_sees_inside_the_call():
 
 @pytest.fixture(scope="module")
 def host_lib(tmp_path_factory):
-    return H.host_lib(tmp_path_factory.mktemp("hostonly"))
+    return HS.host_lib(tmp_path_factory.mktemp("hostonly"))
 
 
 @pytest.mark.parametrize("row", ROWS, ids=lambda r: r.name)
 def test_serving_call_down_to_the_launch_has_no_host_sync(host_lib, row):
     call = G.make_call(G.scaled(row), device="cpu", seed=8)
-    with H.kernel_prep_on_cpu(host_lib), SyncRecorder() as rec:
+    with HS.kernel_prep_on_cpu(host_lib), SyncRecorder() as rec:
         G.ours(call)
         assert core.RECORD["paths"] == ["prefill"]           # the launch path ran (the stand-in reports 2)
     assert not rec.found, f"{row.name}: host syncs between the call and the launch:\n{rec.report()}"
