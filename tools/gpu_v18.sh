@@ -12,6 +12,7 @@
 #           tests, tools/qv_probe.py (ws / wg / mma / old A/B), serving s08, the fa3api grid's qv, dv, append and
 #           seqused rows, then FA3's
 #           output / varlen tests with what is left
+#   tma     (session 20) the same with K/V blocks by TMA (alias of ws; FA3_GROUPS adds the kvcache tests)
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -68,7 +69,7 @@ case $mode in
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
     ;;
-  ws)
+  ws|tma)
     log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
     log "qv probe"; timeout -k 5 "$(cap 150)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1

@@ -20,7 +20,8 @@ import sys
 from kernelseek import fa3api_grid as G
 from kernelseek import qv_attention
 
-NAMES = {2: "ws", 1: "wg", 0: "mma"}   # kseek_qv_set_big_kernel: warp-specialized, v18 wgmma, mma.sync
+NAMES = {2: "ws", 3: "ws-cp", 1: "wg", 0: "mma"}   # kseek_qv_set_big_kernel: warp-specialized (K/V by TMA;
+# ws-cp: by cp.async), v18 wgmma, mma.sync
 MLA = dict(dtype="bf16", head_dim=64, head_dim_v=512, heads_q=16, heads_kv=1, qv=True, scale=0.07216878364870323)
 
 
@@ -50,7 +51,7 @@ def main(argv=None) -> int:
         long = "prefill" in row["name"] or not G.decode_shaped(row)
         variants = [(ns, 2, True) for ns in splits]
         if long:   # the long-sequence kernels A/B; without qv also the route before the qv kernel took it
-            variants += [(0, 1, True), (0, 0, True)] + ([(0, 2, False)] if not row.get("qv") else [])
+            variants += [(0, 3, True), (0, 1, True), (0, 0, True)] + ([(0, 2, False)] if not row.get("qv") else [])
         for ns, big, plain in variants:
             r = dict(row, num_splits=ns)
             qv_attention.set_big_kernel(big)

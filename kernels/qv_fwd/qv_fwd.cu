@@ -145,6 +145,39 @@ static int launch_wg(const kseek_params* p, const Args& a, int tiles, cudaStream
   return KSEEK_OK;
 }
 
+// qv_ws: 1 = K/V blocks by TMA where the maps take the call (default), 0 = cp.async only (A/B)
+static int g_ws_tma = 1;
+
+// The K and V maps of a qv_ws launch: 64-column boxes of 64 rows (dense, packed keys) or of
+// gcd(64, page_size) rows of one page (paged, page size a multiple of 8); tm.on = 0 where the driver
+// refuses a map (unaligned base or strides) or the layout has no map (packed keys without total_k).
+static void tma_maps(const kseek_params* p, TmaKV& tm) {
+  memset(&tm, 0, sizeof(tm));
+  if (p->head_dim != 64) return;
+  const bool f16 = p->dtype == KSEEK_FP16;
+  int64_t rows = p->seqlen_k, nb = p->batch;
+  tm.box = 64;
+  if (p->page_table) {
+    if (p->page_size <= 0 || p->page_size % 8 || p->num_pages <= 0) return;
+    int x = 64, y = p->page_size;
+    while (y) { const int r = x % y; x = y; y = r; }
+    tm.box = x;
+    rows = p->page_size;
+    nb = p->num_pages;
+  } else if (p->cu_seqlens_k) {
+    if (p->total_k <= 0) return;
+    rows = p->total_k;
+    nb = 1;
+  }
+  const CUtensorMapDataType dt = f16 ? CU_TENSOR_MAP_DATA_TYPE_FLOAT16 : CU_TENSOR_MAP_DATA_TYPE_BFLOAT16;
+  if (!fa3::make_map_4d(&tm.k, dt, 2, p->k, p->head_dim, rows, p->heads_kv, nb, p->k_row_stride, p->k_head_stride,
+                        p->k_batch_stride, 64, tm.box, CU_TENSOR_MAP_SWIZZLE_128B, &tm.k_swap) ||
+      !fa3::make_map_4d(&tm.v, dt, 2, p->v, p->head_dim_v, rows, p->heads_kv, nb, p->v_row_stride,
+                        p->v_head_stride, p->v_batch_stride, 64, tm.box, CU_TENSOR_MAP_SWIZZLE_128B, &tm.v_swap))
+    return;
+  tm.on = 1;
+}
+
 template <typename T, int Dv, bool QV>
 static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
   using C = CfgS<Dv, QV>;
@@ -164,7 +197,10 @@ static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream
     grid = dim3((unsigned)std::max<int64_t>(1, std::min<int64_t>((int64_t)tiles * p->batch, bound)), p->heads_kv, 1);
     ac.compact = 1;
   }
-  qv_attn_ws<T, Dv, QV><<<grid, C::kThreads, C::kSmem, st>>>(*p, ac);
+  TmaKV tm;
+  tma_maps(p, tm);
+  if (!g_ws_tma) tm.on = 0;
+  qv_attn_ws<T, Dv, QV><<<grid, C::kThreads, C::kSmem, st>>>(*p, ac, tm);
   QV_CK(cudaGetLastError());
   return KSEEK_OK;
 }
@@ -220,11 +256,14 @@ extern "C" int kseek_qv_abi(void) { return KSEEK_QV_ABI_VERSION; }
 
 extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kernel + warp-specialized wgmma, D 64 + Dv 256/512)"; }
 
-// Which kernel takes sequences of > 64 rows per KV head: 2 (default) the warp-specialized one, 1 v18's
-// wgmma form, 0 the mma.sync 64-row tiles; for A/B probes (tools/qv_probe.py). Returns the previous setting.
+// Which kernel takes sequences of > 64 rows per KV head: 2 (default) the warp-specialized one (K/V by
+// TMA), 3 the same with every K/V block by cp.async, 1 v18's wgmma form, 0 the mma.sync 64-row tiles; for
+// A/B probes (tools/qv_probe.py) and tests. Out of range clamps to 0..3. Returns the previous setting.
 extern "C" int kseek_qv_set_big_kernel(int k) {
-  const int old = qv::g_big_kernel;
-  qv::g_big_kernel = k < 0 ? 0 : k > 2 ? 2 : k;
+  const int old = qv::g_big_kernel == 2 && !qv::g_ws_tma ? 3 : qv::g_big_kernel;
+  k = k < 0 ? 0 : k > 3 ? 3 : k;
+  qv::g_big_kernel = k == 3 ? 2 : k;
+  qv::g_ws_tma = k == 3 ? 0 : 1;
   return old;
 }
 

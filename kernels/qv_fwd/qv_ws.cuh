@@ -38,6 +38,17 @@ __device__ __forceinline__ void wgmma_ss_tb128(float (&d)[64], uint64_t da, uint
 __device__ __forceinline__ void cp_mbar_arrive(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
 }
+// The same without .noinc: the pending count is raised now and lowered when this thread's copies land.
+__device__ __forceinline__ void cp_mbar_arrive_inc(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.shared::cta.b64 [%0];" ::"r"(bar) : "memory");
+}
+
+// K and V tensor maps of a qv_ws launch (box: 64 columns x `box` rows; a paged cache's box stays in a
+// page: gcd(64, page_size) rows). on = 0: every block by cp.async (maps refused, or the A/B switch).
+struct TmaKV {
+  CUtensorMap k, v;
+  int on, box, k_swap, v_swap;
+};
 
 template <int Dv, bool QV>
 struct CfgS {
@@ -115,7 +126,8 @@ constexpr int kProducerRegs = 40, kConsumerRegs = 232;   // 128 * 40 + 256 * 232
 
 template <typename T, int Dv, bool QV>
 __global__ void __launch_bounds__(384, 1)
-    qv_attn_ws(const __grid_constant__ kseek_params p, const __grid_constant__ Args a) {
+    qv_attn_ws(const __grid_constant__ kseek_params p, const __grid_constant__ Args a,
+               const __grid_constant__ TmaKV tm) {
   using C = CfgS<Dv, QV>;
   constexpr bool F16 = std::is_same<T, __half>::value;
   extern __shared__ unsigned char smem_raw[];
@@ -156,7 +168,7 @@ __global__ void __launch_bounds__(384, 1)
   if (tid == 0) {
     fa3::mbar_init(bar_q, 128);
     for (int st = 0; st < C::kStages; ++st) {
-      fa3::mbar_init(bar_full(st), 128);
+      fa3::mbar_init(bar_full(st), 1);
       fa3::mbar_init(bar_empty(st), 8);
     }
     fa3::fence_mbar_init();
@@ -164,13 +176,11 @@ __global__ void __launch_bounds__(384, 1)
   __syncthreads();   // the last CTA-wide barrier
 
   if (wg == 0) {
-    // ---- producer: 8 threads per key row, each one 16-byte unit of every 64-column chunk, so a warp's
-    //      cp.async copies 4 rows x 128 contiguous bytes; this thread's rows are prow + 16 k, k < 4 ------
+    // ---- producer ---------------------------------------------------------------------------------
     fa3::setmaxnreg_dec<kProducerRegs>();
-    const int prow = t >> 3, unit = t & 7;
-#pragma unroll
-    for (int k = 0; k < 4; ++k) {   // the [q, qv] tile; rows past the sequence are zeros
-      const int row = prow + 16 * k, m = m0 + row;
+    const int row = t >> 1, half = t & 1;   // cp.async: thread pair (2r, 2r + 1) copies row r
+    {
+      const int m = m0 + row;
       const bool ok = m < mb;
       const T* qp = (const T*)p.q;
       const T* qvp = (const T*)p.q;
@@ -185,61 +195,81 @@ __global__ void __launch_bounds__(384, 1)
         }
       }
 #pragma unroll
-      for (int c = 0; c < C::kQChunks; ++c)
-        cp16(sbase + fa3::swz_offset(row, c * 64 + unit * 8, C::kM),
-             c == 0 ? qp + unit * 8 : qvp + (c - 1) * 64 + unit * 8, ok);
+      for (int it = 0; it < C::kQChunks * 4; ++it) {   // the [q, qv] tile; rows past the sequence are zeros
+        const int u = 2 * it + half;
+        const T* src = u < 8 ? qp + u * 8 : qvp + (u - 8) * 8;
+        cp16(sbase + fa3::swz_offset(row, u * 8, C::kM), src, ok);
+      }
+      cp_mbar_arrive(bar_q);
     }
-    cp_mbar_arrive(bar_q);
     const T* K = (const T*)p.k;
     const T* V = (const T*)p.v;
     const int32_t* pages = p.page_table ? p.page_table + (int64_t)b * p.page_table_stride : nullptr;
-    // the page of each of this thread's rows of block blk (paged caches), read before the stage's wait
-    auto page_ids = [&](int blk, int (&pg)[4]) {
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int jp = kbeg + blk * C::kN + prow + 16 * k;
-        pg[k] = (pages && blk < nblk && jp < kend) ? pages[((int64_t)jp + s.lp) / p.page_size] : 0;
-      }
-    };
-    int pg[4];
-    page_ids(0, pg);
+    if (t == 0 && tm.on) {
+      fa3::prefetch_tmap(&tm.k);
+      fa3::prefetch_tmap(&tm.v);
+    }
     for (int blk = 0; blk < nblk; ++blk) {
       const int st = blk % C::kStages;
-      int pgn[4];
-      page_ids(blk + 1, pgn);
-      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
       const uint32_t dst = sbase + C::kOffStage + st * C::kStage;
-#pragma unroll
-      for (int k = 0; k < 4; ++k) {
-        const int row = prow + 16 * k, jp = kbeg + blk * C::kN + row;
-        const bool ok = jp < kend;
-        const T* kp = K;
-        const T* vp = V;
-        if (ok) {
-          const int64_t j = (int64_t)jp + s.lp;
-          int64_t ko, vo;
+      const int jb = kbeg + blk * C::kN;   // the block's first key
+      // TMA for a whole block whose boxes stay inside one page each; cp.async for the rest (the last,
+      // partial block: rows past the keys' end are zeros, not whatever the cache holds there)
+      if (tm.on && jb + C::kN <= kend && (!pages || (jb + s.lp) % tm.box == 0)) {
+        if (t != 0) continue;
+        fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
+        fa3::mbar_arrive_expect_tx(bar_full(st), C::kStage);
+        for (int q = 0; q < C::kN; q += tm.box) {
+          const int j = jb + q + s.lp;
+          int row_k = j, batch = b;
           if (pages) {
-            const int64_t slot = j % p.page_size;
-            ko = (int64_t)pg[k] * p.k_batch_stride + slot * p.k_row_stride;
-            vo = (int64_t)pg[k] * p.v_batch_stride + slot * p.v_row_stride;
+            batch = pages[j / p.page_size];
+            row_k = j % p.page_size;
           } else if (p.cu_seqlens_k) {
-            ko = (s.k_row0 + j) * p.k_row_stride;
-            vo = (s.k_row0 + j) * p.v_row_stride;
-          } else {
-            ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
-            vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
+            row_k = (int)s.k_row0 + j;
+            batch = 0;
           }
-          kp = K + ko + (int64_t)hkv * p.k_head_stride;
-          vp = V + vo + (int64_t)hkv * p.v_head_stride;
+          fa3::tma_tile(dst + q * 128, &tm.k, bar_full(st), 0, row_k, hkv, batch, tm.k_swap);
+#pragma unroll
+          for (int c = 0; c < Dv / 64; ++c)
+            fa3::tma_tile(dst + (1 + c) * C::kN * 128 + q * 128, &tm.v, bar_full(st), c * 64, row_k, hkv, batch,
+                          tm.v_swap);
         }
-#pragma unroll
-        for (int c = 0; c < C::kChunks; ++c)
-          cp16(dst + fa3::swz_offset(row, c * 64 + unit * 8, C::kN),
-               c == 0 ? kp + unit * 8 : vp + (c - 1) * 64 + unit * 8, ok);
+        continue;
       }
-      cp_mbar_arrive(bar_full(st));
+      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
+      const int jp = jb + row;
+      const bool ok = jp < kend;
+      const T* kp = K;
+      const T* vp = V;
+      if (ok) {
+        const int64_t j = (int64_t)jp + s.lp;
+        int64_t ko, vo;
+        if (pages) {
+          const int64_t pg = pages[j / p.page_size], slot = j % p.page_size;
+          ko = pg * p.k_batch_stride + slot * p.k_row_stride;
+          vo = pg * p.v_batch_stride + slot * p.v_row_stride;
+        } else if (p.cu_seqlens_k) {
+          ko = (s.k_row0 + j) * p.k_row_stride;
+          vo = (s.k_row0 + j) * p.v_row_stride;
+        } else {
+          ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
+          vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
+        }
+        kp = K + ko + (int64_t)hkv * p.k_head_stride;
+        vp = V + vo + (int64_t)hkv * p.v_head_stride;
+      }
 #pragma unroll
-      for (int k = 0; k < 4; ++k) pg[k] = pgn[k];
+      for (int it = 0; it < C::kChunks * 4; ++it) {
+        const int u = 2 * it + half;
+        const T* src = u < 8 ? kp + u * 8 : vp + (u - 8) * 8;
+        cp16(dst + fa3::swz_offset(row, u * 8, C::kN), src, ok);
+      }
+      // full(st) counts one arrival: each thread's copies raise and then settle the pending count
+      // (cp.async.mbarrier.arrive without .noinc); all are registered before thread 0 arrives
+      cp_mbar_arrive_inc(bar_full(st));
+      fa3::named_bar_sync(3, 128);
+      if (t == 0) fa3::mbar_arrive(bar_full(st));
     }
     cp_wait<0>();
     return;

@@ -48,13 +48,13 @@ DENSE = [  # (B, Sq, Sk, Hq, Hkv, Dv, kwargs)
 ]
 
 
-@pytest.mark.parametrize("big", [2, 1, 0], ids=["ws", "wgmma", "mma"])
+@pytest.mark.parametrize("big", [2, 3, 1, 0], ids=["ws", "ws-cpasync", "wgmma", "mma"])
 @pytest.mark.parametrize("has_qv", [True, False], ids=["qv", "plain"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: f"b{c[0]}q{c[1]}k{c[2]}h{c[3]}-{c[4]}dv{c[5]}")
 def test_dense(case, dtype, has_qv, big):
     b, sq, sk, hq, hkv, dv, kw = case
-    if big != 2 and sq * hq // hkv <= 64:
+    if big not in (2, 3) and sq * hq // hkv <= 64:
         pytest.skip("decode shape: the long-sequence kernel is not used")
     dt = DT[dtype]
     q, k, v, qv = _r(b, sq, hq, 64, dt=dt), _r(b, sk, hkv, 64, dt=dt), _r(b, sk, hkv, dv, dt=dt), _r(b, sq, hq, dv, dt=dt)
@@ -131,6 +131,53 @@ def test_paged_cache_decode_and_mixed(page, dtype):
     ro2, rl2, _, _ = kvcache_ref(q2, kc, vc, qv=qv2, cache_seqlens=seqlens, page_table=table, cu_seqlens_q=cq,
                                  causal=True)
     _close(o2, lse2, ro2, rl2, dtype)
+
+
+@pytest.mark.parametrize("big", [2, 3], ids=["tma", "cpasync"])
+@pytest.mark.parametrize("page", [0, 16, 64], ids=["dense", "page16", "page64"])
+@pytest.mark.parametrize("window", [None, (77, 0)], ids=["causal", "window77"])
+def test_long_chunk_over_a_nan_tailed_cache(window, page, big):
+    """A 200-query chunk over caches whose slots past each sequence's length hold NaN: the warp-specialized
+    kernel's full key blocks come by TMA (a page's boxes: gcd(64, page) rows), the partial last block by
+    cp.async with zeros past the end; a window's unaligned first key sends a paged call to cp.async. The
+    reference reads a NaN-free copy: any garbage row that leaks in shows as NaN or a wrong value."""
+    dt = torch.bfloat16
+    hq, hkv, dv, cap = 16, 1, 512, 1500
+    seqlens = torch.tensor([1333, 1290], dtype=torch.int32, device="cuda")
+    b = 2
+    if page:
+        pages_per = (cap + page - 1) // page
+        npages = b * pages_per + 5
+        kc, vc = _r(npages, page, hkv, 64, dt=dt), _r(npages, page, hkv, dv, dt=dt)
+        table = torch.randperm(npages, device="cuda")[: b * pages_per].view(b, pages_per).to(torch.int32)
+        kw = dict(page_table=table)
+    else:
+        kc, vc = _r(b, cap, hkv, 64, dt=dt), _r(b, cap, hkv, dv, dt=dt)
+        table, kw = None, {}
+    clean_k, clean_v = kc.clone(), vc.clone()
+    for i, n in enumerate(seqlens.tolist()):          # NaN in every slot past the sequence's length
+        for j in range(n, cap):
+            if page:
+                pg, slot = int(table[i, j // page]), j % page
+                kc[pg, slot], vc[pg, slot] = float("nan"), float("nan")
+            else:
+                kc[i, j:], vc[i, j:] = float("nan"), float("nan")
+                break
+    if page:   # and in the pool's pages no sequence owns
+        free = sorted(set(range(kc.shape[0])) - set(table.flatten().tolist()))
+        kc[free], vc[free] = float("nan"), float("nan")
+    q, qv = _r(b, 200, hq, 64, dt=dt), _r(b, 200, hq, dv, dt=dt)
+    extra = dict(window_size=window) if window else {}
+    old = qv_attention.set_big_kernel(big)
+    try:
+        o, lse = A.flash_attn_with_kvcache(q, kc, vc, qv=qv, cache_seqlens=seqlens, causal=True,
+                                           return_softmax_lse=True, **kw, **extra)
+    finally:
+        qv_attention.set_big_kernel(old)
+    assert core.RECORD["paths"] == ["qv"], core.RECORD
+    ro, rl, _, _ = kvcache_ref(q, clean_k, clean_v, qv=qv, cache_seqlens=seqlens, causal=True, **kw, **extra)
+    assert not torch.isnan(o).any()
+    _close(o, lse, ro, rl, "bf16")
 
 
 def test_dense_cache_with_batch_idx_leftpad_and_append():
