@@ -13,6 +13,7 @@
 #           seqused rows, then FA3's
 #           output / varlen tests with what is left
 #   tma     (session 20) the same with K/V blocks by TMA (alias of ws; FA3_GROUPS adds the kvcache tests)
+#   tma2    the TMA producer fixed: tests, probe, ncu per-instruction stall samples of ours and FA3 on dv512
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -81,6 +82,26 @@ case $mode in
       --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
     log "FA3 output / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -14 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  tma2)   # the TMA producer fixed: qv + fast-path tests, the probe, then Nsight Compute with per-instruction
+          # stall samples (SASS source page) of ours and of FA3 on dv512, the fa3api rows, FA3's tests with what is left
+    log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "qv probe"; timeout -k 5 "$(cap 120)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    for who in ours fa3; do
+      flag=""; kn="regex:qv_attn_ws"; [ $who = fa3 ] && { flag="--fa3"; kn="regex:FlashAttnFwd"; }
+      log "ncu source $who dv512"; timeout -k 5 "$(cap 80)" ncu --kernel-name-base demangled --kernel-name "$kn" --launch-skip 2 --launch-count 1 \
+        --section WarpStateStats --section SourceCounters --section SpeedOfLight --import-source yes --page source \
+        --print-source sass --csv python3 tools/qv_ncu.py dv512 $flag > "$OUT/ncu_src_${who}_dv512.csv" 2> "$OUT/ncu_src_${who}.err"
+      ls -la "$OUT/ncu_src_${who}_dv512.csv"; tail -2 "$OUT/ncu_src_${who}.err"
+    done
+    log "fa3api grid qv dv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv|append|seqused}" \
+      --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
+    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
+      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel

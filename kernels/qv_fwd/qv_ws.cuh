@@ -215,9 +215,11 @@ __global__ void __launch_bounds__(384, 1)
       const int jb = kbeg + blk * C::kN;   // the block's first key
       // TMA for a whole block whose boxes stay inside one page each; cp.async for the rest (the last,
       // partial block: rows past the keys' end are zeros, not whatever the cache holds there)
+      // Every producer thread waits for the stage, also where thread 0 alone fills it: a thread running a
+      // ring lap ahead would see the parity of a phase two back as complete and overwrite a live stage.
+      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
       if (tm.on && jb + C::kN <= kend && (!pages || (jb + s.lp) % tm.box == 0)) {
         if (t != 0) continue;
-        fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
         fa3::mbar_arrive_expect_tx(bar_full(st), C::kStage);
         for (int q = 0; q < C::kN; q += tm.box) {
           const int j = jb + q + s.lp;
@@ -237,7 +239,6 @@ __global__ void __launch_bounds__(384, 1)
         }
         continue;
       }
-      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
       const int jp = jb + row;
       const bool ok = jp < kend;
       const T* kp = K;
