@@ -308,54 +308,72 @@ __global__ void __launch_bounds__(384, 1)
 
   if (is_s) {
     // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
+    // Per block i (FlashAttention-3's intra-warpgroup overlap): issue S(i), then P V(i - 1) from the
+    // registers of the previous P; the softmax of block i runs while P V(i - 1) is on the tensor cores,
+    // not after it (S(i) queued behind P V(i - 1) made S + softmax + P V one serial chain per block).
     constexpr int nks = 4 * C::kQChunks;
     float sacc[32];
-#pragma unroll
-    for (int i = 0; i < 32; ++i) sacc[i] = 0.f;
-    uint32_t pa[4][4];
+    uint32_t pa[4][4], pn[4][4];   // P of the previous block (its P V still to issue) and of this one
     float mrow[2] = {-INFINITY, -INFINITY}, lsum[2] = {0.f, 0.f};
-    const float smul = p.scale;
     const bool capped = p.softcap > 0.f;
-    fa3::mbar_wait(bar_q, 0);
-    for (int blk = 0; blk < nblk; ++blk) {
-      const int st = blk % C::kStages;
-      fa3::mbar_wait(bar_full(st), (blk / C::kStages) & 1);
+    // scores -> log2 units: one FFMA with the max folded in, where a positive scale lets the max be taken
+    // on the raw scores; softcap (and a scale <= 0) convert them first
+    const bool convert = capped || !(p.scale > 0.f);
+    const float mul = convert ? 1.f : p.scale * kLog2e;
+    auto issue_pv = [&](uint32_t sst, uint32_t (&pp)[4][4]) {
+      fa3::wgmma_fence();
+#pragma unroll
+      for (int kk = 0; kk < 4; ++kk)
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb) {
+          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
+          fa3::wgmma_rs_tb<F16>(o[nb], pp[kk], fa3::desc_mnmajor(vch, C::kN, kk), 1);
+        }
+      fa3::wgmma_commit();
+    };
+    auto stage = [&](int blk) { return sbase + C::kOffStage + (blk % C::kStages) * C::kStage; };
+    auto issue_s = [&](int blk) {
+      fa3::mbar_wait(bar_full(blk % C::kStages), (blk / C::kStages) & 1);
       fa3::fence_proxy_async_smem();   // cp.async wrote through the generic proxy; wgmma reads through the async one
-      const uint32_t sst = sbase + C::kOffStage + st * C::kStage;
+      const uint32_t sst = stage(blk);
+      uint32_t qbase = sbase;
+      asm volatile("" : "+r"(qbase));   // opaque here: Q's 4 * kQChunks descriptors are not hoisted out of
+                                        // the loop into registers (72 with qv at Dv 512: spills)
       fa3::wgmma_fence();
 #pragma unroll
       for (int ks = 0; ks < nks; ++ks)
-        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(sbase, C::kM, ks), fa3::desc_kmajor(sst, C::kN, ks), ks > 0);
+        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(qbase, C::kM, ks), fa3::desc_kmajor(sst, C::kN, ks), ks > 0);
       fa3::wgmma_commit();
-      if (blk > 0) {   // the previous block's P V (issued last iteration) is done: its stage is free
-        fa3::wgmma_wait<1>();
+    };
+    // scores (log2 units), masks (only where the block is not wholly visible to both rows), online
+    // softmax; P of block blk -> pn and, with alpha, to warpgroup 2 once it is done with the previous P
+    auto softmax = [&](int blk, float (&alpha)[2], uint32_t (&pn)[4][4]) {
+      if (capped) {
 #pragma unroll
-        for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
-        fa3::fence_regs(pa);
-        release((blk - 1) % C::kStages);
+        for (int i = 0; i < 32; ++i) sacc[i] = p.softcap * tanhf(sacc[i] * p.scale / p.softcap) * kLog2e;
+      } else if (convert) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) sacc[i] *= p.scale * kLog2e;
       }
-      fa3::wgmma_wait<0>();
-      fa3::fence_regs(sacc);
-
-      // scores (log2 units), masks, online softmax
       const int kb = kbeg + blk * C::kN;
+      if (!(kb >= rlo[0] && kb >= rlo[1] && kb + C::kN - 1 <= rhi[0] && kb + C::kN - 1 <= rhi[1] &&
+            kb + C::kN <= kend)) {
+#pragma unroll
+        for (int i = 0; i < 32; ++i) {
+          const int u = (i >> 1) & 1;
+          const int j = kb + fa3::acc_col(t, i);
+          if (!(j >= rlo[u] && j <= rhi[u] && j < kend)) sacc[i] = -INFINITY;
+        }
+      }
       float mx[2] = {-INFINITY, -INFINITY};
 #pragma unroll
-      for (int i = 0; i < 32; ++i) {
-        const int u = (i >> 1) & 1;
-        const int j = kb + fa3::acc_col(t, i);
-        float x = sacc[i] * smul;
-        if (capped) x = p.softcap * tanhf(x / p.softcap);
-        x = (j >= rlo[u] && j <= rhi[u] && j < kend) ? x * kLog2e : -INFINITY;
-        sacc[i] = x;
-        mx[u] = fmaxf(mx[u], x);
-      }
-      float alpha[2], muse[2];
+      for (int i = 0; i < 32; ++i) mx[(i >> 1) & 1] = fmaxf(mx[(i >> 1) & 1], sacc[i]);
+      float muse[2];
 #pragma unroll
       for (int u = 0; u < 2; ++u) {
         mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 1));
         mx[u] = fmaxf(mx[u], __shfl_xor_sync(0xffffffffu, mx[u], 2));
-        const float mn = fmaxf(mrow[u], mx[u]);
+        const float mn = fmaxf(mrow[u], mx[u] * mul);
         muse[u] = mn == -INFINITY ? 0.f : mn;
         alpha[u] = exp2f(mrow[u] - muse[u]);
         mrow[u] = mn;
@@ -364,19 +382,17 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int i = 0; i < 32; ++i) {
         const int u = (i >> 1) & 1;
-        sacc[i] = exp2f(sacc[i] - muse[u]);
+        sacc[i] = exp2f(fmaf(sacc[i], mul, -muse[u]));
         lsum[u] += sacc[i];
       }
-      fa3::acc_to_a<F16, 32>(sacc, pa);
-
-      // hand P and alpha to warpgroup 2 once it is done with the previous block's
+      fa3::acc_to_a<F16, 32>(sacc, pn);
       fa3::named_bar_sync(2, 256);
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
-        for (int jj = 0; jj < 4; ++jj) {   // pa[kk][jj]: row r0 + 8 (jj & 1), keys 16 kk + 8 (jj >> 1) + 2 (t & 3)
+        for (int jj = 0; jj < 4; ++jj) {   // pn[kk][jj]: row r0 + 8 (jj & 1), keys 16 kk + 8 (jj >> 1) + 2 (t & 3)
           const int r = r0 + 8 * (jj & 1), c = 16 * kk + 8 * (jj >> 1) + 2 * (t & 3);
-          fa3::st_shared_u32(sP + fa3::swz_offset(r, c, C::kM), pa[kk][jj]);
+          fa3::st_shared_u32(sP + fa3::swz_offset(r, c, C::kM), pn[kk][jj]);
         }
       if ((t & 3) == 0) {
         s_alpha[r0] = alpha[0];
@@ -396,20 +412,41 @@ __global__ void __launch_bounds__(384, 1)
       }
       fa3::fence_proxy_async_smem();   // P is read by warpgroup 2's wgmma (async proxy)
       fa3::named_bar_arrive(1, 256);
-
+    };
+    // block i > 0 with P(i - 1) in `prev`; P(i) goes to `next` (the two arrays swap roles every block:
+    // a copy would let ptxas merge them and serialize the wgmmas on writes to an in-flight operand)
+    float alpha[2];
+    auto step = [&](int blk, uint32_t (&prev)[4][4], uint32_t (&next)[4][4]) {
+      issue_s(blk);
+      issue_pv(stage(blk - 1), prev);   // P V(i - 1) runs under this block's softmax
+      fa3::wgmma_wait<1>();             // S(i) done
+      fa3::fence_regs(sacc);
+      softmax(blk, alpha, next);
+      fa3::wgmma_wait<0>();             // P V(i - 1) done: its stage is free (for this warpgroup), O rescaled
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+      fa3::fence_regs(prev);
+      release((blk - 1) % C::kStages);
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[nb][i] *= alpha[(i >> 1) & 1];
-      fa3::wgmma_fence();
-#pragma unroll
-      for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-        for (int nb = 0; nb < C::kNB; ++nb) {
-          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
-          fa3::wgmma_rs_tb<F16>(o[nb], pa[kk], fa3::desc_mnmajor(vch, C::kN, kk), 1);
-        }
-      fa3::wgmma_commit();
+    };
+    fa3::mbar_wait(bar_q, 0);
+    issue_s(0);   // block 0: O is still zero, nothing to overlap
+    fa3::wgmma_wait<0>();
+    fa3::fence_regs(sacc);
+    softmax(0, alpha, pa);
+    int blk = 1;
+    for (; blk + 1 < nblk; blk += 2) {
+      step(blk, pa, pn);
+      step(blk + 1, pn, pa);
+    }
+    if (blk < nblk) {
+      step(blk, pa, pn);
+      issue_pv(stage(nblk - 1), pn);
+    } else {
+      issue_pv(stage(nblk - 1), pa);
     }
     fa3::wgmma_wait<0>();
 #pragma unroll

@@ -45,6 +45,7 @@ DENSE = [  # (B, Sq, Sk, Hq, Hkv, Dv, kwargs)
     (1, 90, 70, 2, 1, 256, dict(causal=True)),                                  # rows 0-19 see no key (lse -inf)
     (2, 129, 129, 8, 8, 512, dict(causal=True, window_size=(17, 3))),
     (1, 256, 4100, 16, 1, 512, dict(causal=True)),                              # 64 row tiles x 65 key blocks: the ring wraps
+    (1, 150, 300, 8, 1, 512, dict(softmax_scale=-0.07)),                        # a negative scale: no max on raw scores
 ]
 
 
