@@ -14,6 +14,7 @@
 #           output / varlen tests with what is left
 #   tma     (session 20) the same with K/V blocks by TMA (alias of ws; FA3_GROUPS adds the kvcache tests)
 #   tma2    the TMA producer fixed: tests, probe, ncu per-instruction stall samples of ours and FA3 on dv512
+#   host    qv tests, host time per call of the qv route against FA3 (tools/host_profile.py), probe, rows, s08
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -103,6 +104,20 @@ case $mode in
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
       bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  host)   # session 20's last call: the qv and fast-path tests (qv_ws's shared epilogue), the host time per call
+          # of the qv route against FA3's with its cProfile, the probe, the fa3api qv/dv rows, s08
+    log "qv GPU tests"; timeout -k 5 "$(cap 60)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "host profile"; timeout -k 5 "$(cap 40)" python3 tools/host_profile.py > "$OUT/host_profile.txt" 2>&1
+    grep "us/call" "$OUT/host_profile.txt"
+    log "qv probe"; timeout -k 5 "$(cap 60)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    grep -E "^row|prefills|dv" "$OUT/qv_probe.txt" | cut -c1-140
+    log "fa3api grid qv dv"; timeout -k 5 "$(cap 30)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv}" \
+      --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 4 "^row " "$OUT/grid.txt" | cut -c1-120
+    log "serving s08"; timeout -k 5 "$(cap 30)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
+      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \

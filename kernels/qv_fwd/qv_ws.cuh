@@ -306,6 +306,27 @@ __global__ void __launch_bounds__(384, 1)
     if (lane == 0) fa3::mbar_arrive(bar_empty(st));
   };
 
+  // O[:, col0 : col0 + Dv/2] of this thread's two rows / l (both warpgroups' epilogue); lse where mr is given
+  auto store_o = [&](const float (&l)[2], int col0, const float* mr) {
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      if (!rvalid[u]) continue;
+      const int m = m0 + r0 + 8 * u;
+      const int i = m / G, h = hkv * G + m % G;
+      const float inv = l[u] > 0.f ? 1.f / l[u] : 0.f;
+      T* op = out_ptr<T>(p, s, b, i, h) + col0;
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+        for (int i2 = 0; i2 < 64; i2 += 4) {
+          const int e = i2 + 2 * u;
+          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
+        }
+      float* lp = mr ? lse_ptr(p, s, b, i, h) : nullptr;
+      if (lp && (t & 3) == 0) *lp = l[u] > 0.f ? (mr[u] + log2f(l[u])) * kLn2 : -INFINITY;
+    }
+  };
+
   if (is_s) {
     // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
     // Per block i (FlashAttention-3's intra-warpgroup overlap): issue S(i), then P V(i - 1) from the
@@ -460,24 +481,7 @@ __global__ void __launch_bounds__(384, 1)
       lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 1);
       lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 2);
     }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      if (!rvalid[u]) continue;
-      const int m = m0 + r0 + 8 * u;
-      const int i = m / G, h = hkv * G + m % G;
-      const float l = lsum[u];
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      T* op = out_ptr<T>(p, s, b, i, h);
-#pragma unroll
-      for (int nb = 0; nb < C::kNB; ++nb)
-#pragma unroll
-        for (int i2 = 0; i2 < 64; i2 += 4) {
-          const int e = i2 + 2 * u;
-          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
-        }
-      float* lp = lse_ptr(p, s, b, i, h);
-      if (lp && (t & 3) == 0) *lp = l > 0.f ? (mrow[u] + log2f(l)) * kLn2 : -INFINITY;
-    }
+    store_o(lsum, 0, mrow);
   } else {
     // ---- warpgroup 2: O[:, Dv/2:] += P V with P from shared memory ---------------------------------
     fa3::named_bar_arrive(2, 256);   // the P buffer starts free
@@ -507,22 +511,8 @@ __global__ void __launch_bounds__(384, 1)
       if (blk + 1 < nblk) fa3::named_bar_arrive(2, 256);   // P buffer and alpha free
       release(st);
     }
-#pragma unroll
-    for (int u = 0; u < 2; ++u) {
-      if (!rvalid[u]) continue;
-      const int m = m0 + r0 + 8 * u;
-      const int i = m / G, h = hkv * G + m % G;
-      const float l = s_l[r0 + 8 * u];
-      const float inv = l > 0.f ? 1.f / l : 0.f;
-      T* op = out_ptr<T>(p, s, b, i, h) + Dv / 2;
-#pragma unroll
-      for (int nb = 0; nb < C::kNB; ++nb)
-#pragma unroll
-        for (int i2 = 0; i2 < 64; i2 += 4) {
-          const int e = i2 + 2 * u;
-          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
-        }
-    }
+    const float l2[2] = {s_l[r0], s_l[r0 + 8]};
+    store_o(l2, Dv / 2, nullptr);
   }
 }
 
