@@ -5,14 +5,14 @@
 // Why not qv_wgmma.cuh's form: there both warpgroups compute half of S per 32-key block and sum the halves
 // through shared memory, in lockstep, with the loads, the softmax and the MMAs one after the other (16-18%
 // of the tensor rate on s08's prefill chunks). Here, as FlashAttention-3 does for a value dim over 256:
-//   warpgroup 0 (producer): cp.async of the [q, qv] tile once and of each 64-key [k, v] block into a
-//     ring of kStages stages (8 threads per row: 128 contiguous bytes per 8 lanes; a paged cache's page
-//     ids of the next block read before waiting for its stage); each thread's copies arrive on the
-//     stage's mbarrier when they land (cp.async.mbarrier.arrive.noinc), so loads run up to a ring ahead;
+//   warpgroup 0 (producer): the [q, qv] tile once by cp.async; each 64-key [k, v] block into a ring of
+//     kStages stages by TMA (thread 0: one box per 64-column chunk, of 64 rows or of a page's gcd(64, page
+//     size) rows, completing on the stage's mbarrier), by cp.async where TMA cannot take it (the partial last
+//     block: zeros past the keys' end; a paged block not box-aligned; maps the driver refuses);
 //   warpgroup 1 (S): S = [q, qv] . [k, v]^T for all 64 rows (wgmma m64n64k16, both operands in shared
 //     memory), the masks and the online softmax; P (16-bit) and each row's rescale factor go to shared
-//     memory for warpgroup 2; then O[:, :Dv/2] += P V (P from registers). Its P V of block i is still in
-//     flight while it issues S of block i + 1;
+//     memory for warpgroup 2; O[:, :Dv/2] += P V (P from registers). Per block i it issues S(i), then P V
+//     of block i - 1, and runs the softmax of block i while that P V is on the tensor cores (v20);
 //   warpgroup 2 (PV): per block, O[:, Dv/2:] *= alpha, += P V with P read from shared memory.
 // Named barrier 1: P and alpha of a block are ready (S -> PV); 2: the P buffer is free again (PV -> S).
 // A stage is free once both consumers' wgmmas that read it completed (mbarrier `empty`, one arrive per
