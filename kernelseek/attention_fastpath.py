@@ -48,7 +48,7 @@ every allocation goes through torch. No tensor is kept. A library that changed (
 helper's) or a non-OK status drops the entry and reruns the slow path, which raises its error;
 when kseek_fwd refuses after kv_update ran, the rerun appends the same rows again (the update reads
 only arguments, so it writes the same values). To turn the fast path off: KSEEK_ATTENTION_FASTPATH=0
-(read at import), or ENABLED = False.
+(read at import), or ENABLED = False. The qv route's one kseek_qv_fwd call: fastpath_qv (QV_ENABLED).
 """
 from __future__ import annotations
 
@@ -60,9 +60,12 @@ import torch
 
 from . import abi
 from . import attention_core as core
-from . import kv_update, seqused_segments
+from . import kv_update, qv_attention, seqused_segments
 
 ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
+# The qv route's entries (fastpath_qv): off until a GPU run shows hits equal to the slow path there
+# (tests/gpu/test_fastpath_gpu.py); KSEEK_ATTENTION_FASTPATH_QV=1 (read at import) or QV_ENABLED = True.
+QV_ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH_QV", "0") == "1"
 MAX_ENTRIES = 1024                    # then keys seen once go, or all (keys with NaN scalars never match)
 RECORD_ON = 2                         # the sighting of a key on which its call is recorded (costs ~40 us
                                       # once): a key seen once (varlen prefill lengths) costs only the key
@@ -212,15 +215,19 @@ class Entry:
         abi.set_workspace(p, ws)
         if lib.fwd(p, core._stream(dev)) != abi.OK:
             return None
-        path = lib.last_path() or "unknown"
-        next(core.CALLS)
-        core.RECORD["steps"], core.RECORD["paths"] = list(self.steps), [path]
-        core.PATH_COUNTS[path] += 1
-        if self.out_slot is not None:
-            out = vals[self.out_slot]
-            out.copy_(o)
-            o = out
-        return (o, lse) if self.pair else o
+        return finish(self, lib.last_path() or "unknown", o, lse, vals)
+
+
+def finish(e, path, o, lse, vals):
+    """What a hit of entry `e` returns, with RECORD and PATH_COUNTS as the slow path leaves them."""
+    next(core.CALLS)
+    core.RECORD["steps"], core.RECORD["paths"] = list(e.steps), [path]
+    core.PATH_COUNTS[path] += 1
+    if e.out_slot is not None:
+        out = vals[e.out_slot]
+        out.copy_(o)
+        o = out
+    return (o, lse) if e.pair else o
 
 
 def call(fn, names, args, kwargs):
@@ -232,7 +239,7 @@ def call(fn, names, args, kwargs):
     if k is None:
         return PASS
     e = CACHE.get(k)
-    if type(e) is Entry:
+    if type(e) in _ENTRY_TYPES:
         res = e.run(vals)
         if res is not None:
             return res
@@ -273,6 +280,8 @@ def entry(rec, vals, names, res):
     not one kernel call on the arguments (after at most one proven helper launch: PRE_KINDS), or None
     when this call's aliasing does not prove it."""
     steps = core.RECORD["steps"]
+    if len(rec) == 1 and type(rec[0]) is qv_attention.Launched:
+        return fastpath_qv.entry(rec[0], vals, names, res, steps) if QV_ENABLED else SLOW
     pre, views, args = None, steps, vals
     if len(rec) == 2:
         kind = PRE_KINDS.get(type(getattr(rec[0], "params", None)))
@@ -289,16 +298,10 @@ def entry(rec, vals, names, res):
     if (core.RECORD["paths"] != [path] or core._LIBS.get(lib_key) is not lib or lse is None
             or not (o.is_contiguous() and lse.is_contiguous())):
         return SLOW
-    pair = type(res) is tuple
-    if pair and (len(res) != 2 or res[1] is not lse):
+    shape = result_shape(res, o, lse, args, names)
+    if shape is SLOW:
         return SLOW
-    first = res[0] if pair else res
-    out_slot = None
-    if first is not o:
-        slots = [i for i, x in enumerate(args) if x is first and names[i] == "out"]
-        if len(slots) != 1:
-            return SLOW
-        out_slot = slots[0]
+    pair, out_slot = shape
     own = {"o": o.data_ptr(), "lse": lse.data_ptr(), "workspace": launch.workspace.data_ptr()}
     proof = _pointers(p, _PTRS, own, lambda f: getattr(inp, f, None), vals)
     if type(proof) is not tuple:
@@ -309,6 +312,19 @@ def entry(rec, vals, names, res):
     e.o_shape, e.o_dtype, e.lse_shape = tuple(o.shape), o.dtype, tuple(lse.shape)
     e.steps, e.out_slot, e.pair, e.pre = tuple(steps), out_slot, pair, pre
     return e
+
+
+def result_shape(res, o, lse, args, names):
+    """(pair: the call returns (o, lse), out_slot: the argument `out` that gets o, or None) for a result `res` of
+    the kernel's o and lse; SLOW when it is anything else."""
+    pair = type(res) is tuple
+    if pair and (len(res) != 2 or res[1] is not lse):
+        return SLOW
+    first = res[0] if pair else res
+    if first is o:
+        return pair, None
+    slots = [i for i, x in enumerate(args) if x is first and names[i] == "out"]
+    return (pair, slots[0]) if len(slots) == 1 else SLOW
 
 
 def _pre(launched, kind, vals):
@@ -375,3 +391,8 @@ def _source(vals, src):
     if len(same) > 1:
         return None
     return same[0], src.data_ptr() - vals[same[0]].data_ptr()
+
+
+from . import fastpath_qv  # noqa: E402  (it reads this module's helpers at call time)
+
+_ENTRY_TYPES = (Entry, fastpath_qv.QvEntry)

@@ -4,6 +4,7 @@
     with kernel_prep_on_cpu(lib): o, lse = call()      # CPU tensors take the CUDA path's host code
     with kv_update_on_cpu(kvu_host_lib()): ...         # and kv_update.update too (the update runs on the host)
     with segments_on_cpu(segments_host_lib()): ...     # and seqused_segments.segments (the real kernel's body)
+    with qv_on_cpu(qv_host_lib()): ...                 # and qv_attention's route (kseek_qv_fwd launches nothing)
 
 On CPU tensors attention_core answers with the float64 reference. `kernel_prep_on_cpu` makes them take
 attention_core._run_kernel instead (the Inputs, the _Call, the outputs, the library lookup, abi.Launch with
@@ -11,6 +12,7 @@ make_params, the ctypes call) against `host_lib()`: a real library built from ks
 checks the params' ABI version and workspace and returns KSEEK_OK without launching. `kvu_host_lib()` and
 `segments_host_lib()` are host builds of kernels/kv_update.cu and kernels/seqused_segments.cu that do the
 kernels' work on host memory, so kv_update and seqused_segments give the device's results on CPU tensors.
+`qv_host_lib()` stands in for kernels/qv_fwd (its kseek_qv_fwd checks the params and launches nothing).
 Why: the unit tests (fast path, seqused_q segments, host syncs) and attention_hostcost's measurement run the
 real host code, ctypes calls included, on a machine without a GPU. Each library is built once by nvcc and
 cached by the hash of its source.
@@ -186,6 +188,23 @@ def segments_host_source() -> str:
     return SEG_HOST_PRELUDE + out
 
 
+QV_HOST_SRC = r"""
+#include "kseek.h"
+// Host-only stand-in for kernels/qv_fwd (kernelseek.host_standins.qv_host_lib): its C ABI, the params read
+// as the real entry reads them first, nothing launched; the workspace it asks for depends on the shapes only.
+extern "C" int kseek_qv_abi(void) { return 1; }
+extern "C" int kseek_qv_fwd(const kseek_params* p, const void* qv, int64_t, int64_t, int64_t, cudaStream_t) {
+  if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
+  if (p->q == NULL || p->k == NULL || p->v == NULL || p->o == NULL || p->lse == NULL) return KSEEK_ERR_INVALID;
+  if (p->workspace == NULL || p->workspace_bytes < 64) return KSEEK_ERR_WORKSPACE;
+  return KSEEK_OK;
+}
+extern "C" size_t kseek_qv_workspace_bytes(const kseek_params* p) { return 64 + 4 * (size_t)p->batch; }
+extern "C" int kseek_qv_last_splits(void) { return 1; }
+extern "C" int kseek_qv_set_big_kernel(int) { return 2; }
+"""
+
+
 def _build_host_only(name: str, src_text: str, deps: str, flags: list, cache_dir) -> Path:
     """The .so of a host-only stand-in (built once, cached by the hash of its source and `deps`)."""
     from .build import cache_root, find_nvcc
@@ -235,6 +254,38 @@ def segments_host_lib(cache_dir: str | os.PathLike | None = None):
     fn = ctypes.CDLL(str(so)).kseek_seqused_segments
     fn.argtypes, fn.restype = [ctypes.c_void_p] * 4 + [ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p], ctypes.c_int
     return fn
+
+
+def qv_host_lib(cache_dir: str | os.PathLike | None = None) -> tuple:
+    """(kseek_qv_fwd, kseek_qv_workspace_bytes, kseek_qv_last_splits, kseek_qv_set_big_kernel) of the host-only
+    stand-in for kernels/qv_fwd (QV_HOST_SRC), typed as qv_attention._lib() gives them."""
+    import ctypes
+    from ctypes import c_int64, c_void_p
+    from .build import REPO_KERNELS
+    so = _build_host_only("qv-hostonly", QV_HOST_SRC, (REPO_KERNELS / "kseek.h").read_text(), [f"-I{REPO_KERNELS}"],
+                          cache_dir)
+    dll = ctypes.CDLL(str(so))
+    fwd, ws, splits, big = dll.kseek_qv_fwd, dll.kseek_qv_workspace_bytes, dll.kseek_qv_last_splits, dll.kseek_qv_set_big_kernel
+    fwd.argtypes = [ctypes.POINTER(abi.KseekParams), c_void_p, c_int64, c_int64, c_int64, c_void_p]
+    fwd.restype = ctypes.c_int
+    ws.argtypes, ws.restype = [ctypes.POINTER(abi.KseekParams)], ctypes.c_size_t
+    splits.argtypes, splits.restype = [], ctypes.c_int
+    big.argtypes, big.restype = [ctypes.c_int], ctypes.c_int
+    return fwd, ws, splits, big
+
+
+@contextlib.contextmanager
+def qv_on_cpu(fns: tuple):
+    """Within: qv_attention takes CPU tensors and calls `fns` (qv_host_lib(), or wrappers of it) as its library."""
+    from . import qv_attention
+    old = list(qv_attention._LIB)
+    qv_attention._LIB[:] = [fns]
+    qv_attention.CPU_OK = True
+    try:
+        yield
+    finally:
+        qv_attention.CPU_OK = False
+        qv_attention._LIB[:] = old
 
 
 @contextlib.contextmanager

@@ -29,6 +29,18 @@ PATH = "qv"
 PLAIN = True   # also take D 64 / Dv 256-512 calls without qv (one call instead of padding q/k and splitting V)
 
 _LIB: list = []
+CPU_OK = False   # host_standins.qv_on_cpu: CPU tensors take this route (against a host-only library)
+
+
+class Launched:
+    """One kseek_qv_fwd call, as attention_core.recording keeps it (attention_fastpath proves a cache entry
+    from it): the function, its params, `inp` (the Inputs the params' pointers came from), qv and its
+    (batch, row, head) strides, and the call's own o, lse and workspace."""
+    __slots__ = ("fn", "params", "inp", "qv", "strides", "o", "lse", "workspace")
+
+    def __init__(self, fn, params, inp, qv, strides, o, lse, workspace):
+        self.fn, self.params, self.inp, self.qv, self.strides = fn, params, inp, qv, strides
+        self.o, self.lse, self.workspace = o, lse, workspace
 
 
 def _lib():
@@ -60,7 +72,7 @@ def _rows16(t) -> bool:
 def takes(q, k, v, qv, *, sinks=None, descales=(None, None, None), seqused_q=None) -> bool:
     """Does kernels/qv_fwd take this call? CUDA, 16-bit, D 64 and Dv 256/512, qv shaped like q with Dv
     columns (or no qv when PLAIN), no sinks / descales / seqused_q, rows 16-byte aligned."""
-    if (qv is None and not PLAIN) or not q.is_cuda or q.dtype not in (torch.bfloat16, torch.float16):
+    if (qv is None and not PLAIN) or not (q.is_cuda or CPU_OK) or q.dtype not in (torch.bfloat16, torch.float16):
         return False
     if q.shape[-1] != DIM or v.shape[-1] not in DIMS_V:
         return False
@@ -99,14 +111,17 @@ def run(c: core.Core, qv: torch.Tensor):
     n = int(ws_bytes(ctypes.byref(params)))
     ws = torch.empty(max(n, 16), dtype=torch.uint8, device=dev)   # kept alive by `ws` until return
     abi.set_workspace(params, ws)
-    rc = fwd(ctypes.byref(params), None if qv is None else qv.data_ptr(),
-             *(_strides(qv) if qv is not None else (0, 0, 0)), core._stream(dev))
+    strides = _strides(qv) if qv is not None else (0, 0, 0)
+    rc = fwd(ctypes.byref(params), None if qv is None else qv.data_ptr(), *strides, core._stream(dev))
     try:
         abi.raise_for_status(rc, "kseek_qv_fwd")
     except abi.LaunchError as e:
         raise RuntimeError(f"kernelseek.attention (qv kernel): {e}") from e
     core.RECORD["paths"].append(PATH)
     core.PATH_COUNTS[PATH] += 1
+    rec = getattr(core._TLS, "rec", None)
+    if rec is not None:
+        rec.append(Launched(fwd, params, inp, qv, strides, o, lse, ws))
     return o, lse
 
 

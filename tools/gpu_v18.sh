@@ -15,6 +15,7 @@
 #   tma     (session 20) the same with K/V blocks by TMA (alias of ws; FA3_GROUPS adds the kvcache tests)
 #   tma2    the TMA producer fixed: tests, probe, ncu per-instruction stall samples of ours and FA3 on dv512
 #   host    qv tests, host time per call of the qv route against FA3 (tools/host_profile.py), probe, rows, s08
+#   qvfast  the qv route's fast-path entries on (KSEEK_ATTENTION_FASTPATH_QV=1): GPU tests, host time, qv/dv rows
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -118,6 +119,19 @@ case $mode in
     log "serving s08"; timeout -k 5 "$(cap 30)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
       --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  qvfast)   # the qv route's fast-path entries (kernelseek/fastpath_qv.py, off by default until this passes):
+            # the fast-path and qv GPU tests with KSEEK_ATTENTION_FASTPATH_QV=1, host time per call off and on
+    log "GPU tests, qv entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 90)" python3 -m pytest -q \
+      -p no:cacheprovider -m gpu tests/gpu/test_fastpath_gpu.py tests/gpu/test_qv_gpu.py tests/gpu/test_fa3api_gpu.py \
+      > "$OUT/qvfast_tests.txt" 2>&1; tail -40 "$OUT/qvfast_tests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "host profile off"; timeout -k 5 "$(cap 40)" python3 tools/host_profile.py > "$OUT/host_profile_off.txt" 2>&1
+    grep "us/call" "$OUT/host_profile_off.txt"
+    log "host profile on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/host_profile.py \
+      > "$OUT/host_profile_on.txt" 2>&1; grep "us/call" "$OUT/host_profile_on.txt"
+    log "fa3api grid qv dv, entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/fa3api_grid.py \
+      --rows "${GRID_ROWS:-qv|dv}" --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 4 "^row " "$OUT/grid.txt" | cut -c1-120
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
