@@ -144,6 +144,28 @@ __device__ __forceinline__ void row_range(const kseek_params& p, const Seq& s, i
 }
 
 // Where o / lse of row m (query position i, head h) of sequence b go.
+// The K and V rows of logical key jp of sequence s (b: its batch index; pages: its page-table row or null)
+// in KV head hkv: paged, packed (cu_seqlens_k) or dense; the three kernels' loaders share it.
+template <typename T>
+__device__ __forceinline__ void kv_rows(const kseek_params& p, const Seq& s, const int32_t* pages, int b, int hkv,
+                                        int jp, const T* K, const T* V, const T*& kp, const T*& vp) {
+  const int64_t j = (int64_t)jp + s.lp;
+  int64_t ko, vo;
+  if (pages) {
+    const int64_t pg = pages[j / p.page_size], slot = j % p.page_size;
+    ko = pg * p.k_batch_stride + slot * p.k_row_stride;
+    vo = pg * p.v_batch_stride + slot * p.v_row_stride;
+  } else if (p.cu_seqlens_k) {
+    ko = (s.k_row0 + j) * p.k_row_stride;
+    vo = (s.k_row0 + j) * p.v_row_stride;
+  } else {
+    ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
+    vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
+  }
+  kp = K + ko + (int64_t)hkv * p.k_head_stride;
+  vp = V + vo + (int64_t)hkv * p.v_head_stride;
+}
+
 template <typename T>
 __device__ __forceinline__ T* out_ptr(const kseek_params& p, const Seq& s, int b, int i, int h) {
   const int64_t off = p.cu_seqlens_q ? (s.q_row0 + i) * p.o_row_stride + (int64_t)h * p.o_head_stride

@@ -118,23 +118,7 @@ __global__ void __launch_bounds__(256, 1)
     const bool ok = jp < kend;
     const T* kp = K;
     const T* vp = V;
-    if (ok) {
-      const int64_t j = (int64_t)jp + s.lp;
-      int64_t ko, vo;
-      if (pages) {
-        const int64_t pg = pages[j / p.page_size], slot = j % p.page_size;
-        ko = pg * p.k_batch_stride + slot * p.k_row_stride;
-        vo = pg * p.v_batch_stride + slot * p.v_row_stride;
-      } else if (p.cu_seqlens_k) {
-        ko = (s.k_row0 + j) * p.k_row_stride;
-        vo = (s.k_row0 + j) * p.v_row_stride;
-      } else {
-        ko = (int64_t)b * p.k_batch_stride + j * p.k_row_stride;
-        vo = (int64_t)b * p.v_batch_stride + j * p.v_row_stride;
-      }
-      kp = K + ko + (int64_t)hkv * p.k_head_stride;
-      vp = V + vo + (int64_t)hkv * p.v_head_stride;
-    }
+    if (ok) kv_rows(p, s, pages, b, hkv, jp, K, V, kp, vp);
     const uint32_t st = sbase + C::kOffStage + stage * C::kStage;
     cp16(st + fa3::swz_offset(lrow, lunit * 8, C::kN), kp + lunit * 8, ok);
 #pragma unroll
