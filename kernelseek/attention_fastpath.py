@@ -60,7 +60,8 @@ import torch
 
 from . import abi
 from . import attention_core as core
-from . import kv_update, qv_attention, seqused_segments
+from . import fastpath_qv, kv_update, qv_attention, seqused_segments
+from .fastpath_proof import _PTRS, SLOW, VIEW_STEPS, _filled, _pointers, _ptr_fields, finish, result_shape  # noqa: F401
 
 ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
 # The qv route's entries (fastpath_qv): off until a GPU run shows hits equal to the slow path there
@@ -75,8 +76,6 @@ TENSOR_ARGS = frozenset({
     "q", "k", "v", "qv", "out", "q_descale", "k_descale", "v_descale", "s_aux", "cu_seqlens_q", "cu_seqlens_k",
     "seqused_q", "seqused_k", "k_cache", "v_cache", "rotary_cos", "rotary_sin", "cache_seqlens", "cache_batch_idx",
     "cache_leftpad", "page_table", "cu_seqlens_k_new", "rotary_seqlens", "scheduler_metadata"})
-VIEW_STEPS = frozenset({"batch-idx-as-pages", "wide-naive"})   # steps that copy or write nothing
-SLOW = "slow"                         # a key that keeps the slow path
 PASS = object()                       # `call`'s answer for a call it does not key
 CACHE: dict = {}
 KVU_STEP = "kv-update"                # attention._update_cache's step for its one kv_update launch
@@ -128,21 +127,6 @@ def _parts(parts, names, vals, grad):
         else:
             return None
     return tuple(parts)
-
-
-def _filled(cls, template, ptrs, vals):
-    """A copy of the params `template` with each (field, slot, offset) of `ptrs` set to vals[slot]'s data + offset."""
-    p = cls.from_buffer_copy(template)
-    for name, slot, delta in ptrs:
-        setattr(p, name, vals[slot].data_ptr() + delta)
-    return p
-
-
-def _ptr_fields(cls):
-    return tuple(n for n, t in cls._fields_ if t is ctypes.c_void_p)
-
-
-_PTRS = _ptr_fields(abi.KseekParams)
 
 
 class Kind(NamedTuple):
@@ -216,18 +200,6 @@ class Entry:
         if lib.fwd(p, core._stream(dev)) != abi.OK:
             return None
         return finish(self, lib.last_path() or "unknown", o, lse, vals)
-
-
-def finish(e, path, o, lse, vals):
-    """What a hit of entry `e` returns, with RECORD and PATH_COUNTS as the slow path leaves them."""
-    next(core.CALLS)
-    core.RECORD["steps"], core.RECORD["paths"] = list(e.steps), [path]
-    core.PATH_COUNTS[path] += 1
-    if e.out_slot is not None:
-        out = vals[e.out_slot]
-        out.copy_(o)
-        o = out
-    return (o, lse) if e.pair else o
 
 
 def call(fn, names, args, kwargs):
@@ -314,19 +286,6 @@ def entry(rec, vals, names, res):
     return e
 
 
-def result_shape(res, o, lse, args, names):
-    """(pair: the call returns (o, lse), out_slot: the argument `out` that gets o, or None) for a result `res` of
-    the kernel's o and lse; SLOW when it is anything else."""
-    pair = type(res) is tuple
-    if pair and (len(res) != 2 or res[1] is not lse):
-        return SLOW
-    first = res[0] if pair else res
-    if first is o:
-        return pair, None
-    slots = [i for i, x in enumerate(args) if x is first and names[i] == "out"]
-    return (pair, slots[0]) if len(slots) == 1 else SLOW
-
-
 def _pre(launched, kind, vals):
     """The Pre of a recorded helper launch (its PRE_KINDS `kind`) whose every pointer is its own fresh
     (contiguous) output or the data of exactly one argument; SLOW / None as `entry`."""
@@ -344,55 +303,5 @@ def _pre(launched, kind, vals):
     e.outs = tuple((f, None, None) if x is None else (f, tuple(x.shape), x.dtype) for f, x in zip(kind.own, made))
     return e
 
-
-def _pointers(p, fields, own, src_of, vals):
-    """(a copy of the params p with its pointer `fields` cleared, ((field, slot, offset in bytes), ...))
-    when each pointer is own[field] (a fresh output) or the data of exactly one of vals (src_of(field):
-    the tensor the host code pointed it at; see _source); SLOW when one is neither, None when aliasing
-    makes it ambiguous."""
-    tmpl = type(p).from_buffer_copy(p)
-    ptrs = []
-    for f in fields:
-        val = getattr(p, f) or 0
-        setattr(tmpl, f, None)
-        if f in own:
-            if val != own[f]:
-                return SLOW
-            continue
-        src = src_of(f)
-        if src is None:
-            if val:
-                return SLOW      # a pointer that is not the data of a tensor the call was given
-            continue
-        where = _source(vals, src)
-        if where is None:
-            return None
-        if where is SLOW or vals[where[0]].data_ptr() + where[1] != val:
-            return SLOW
-        ptrs.append((f, *where))
-    return tmpl, tuple(ptrs)
-
-
-def _source(vals, src):
-    """(slot, offset in bytes) of the one argument whose data `src` is: src itself, or a view of the
-    one argument sharing src's storage. SLOW when src is no argument's data (a copy); None when aliasing
-    makes it ambiguous (the same tensor in two slots, two arguments on src's storage)."""
-    same = [i for i, x in enumerate(vals) if x is src]
-    if len(same) == 1:
-        return same[0], 0
-    if same:
-        return None
-    base = src.untyped_storage().data_ptr()
-    if not base:
-        return SLOW
-    same = [i for i, x in enumerate(vals) if type(x) is _T and x.untyped_storage().data_ptr() == base]
-    if not same:
-        return SLOW
-    if len(same) > 1:
-        return None
-    return same[0], src.data_ptr() - vals[same[0]].data_ptr()
-
-
-from . import fastpath_qv  # noqa: E402  (it reads this module's helpers at call time)
 
 _ENTRY_TYPES = (Entry, fastpath_qv.QvEntry)

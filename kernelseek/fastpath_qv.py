@@ -18,7 +18,7 @@ import torch
 
 from . import abi
 from . import attention_core as core
-from . import attention_fastpath as F
+from . import fastpath_proof as F
 from . import qv_attention
 
 
