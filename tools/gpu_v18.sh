@@ -16,6 +16,7 @@
 #   tma2    the TMA producer fixed: tests, probe, ncu per-instruction stall samples of ours and FA3 on dv512
 #   host    qv tests, host time per call of the qv route against FA3 (tools/host_profile.py), probe, rows, s08
 #   qvfast  the qv route's fast-path entries on (KSEEK_ATTENTION_FASTPATH_QV=1): GPU tests, host time, qv/dv rows
+#   s21     qvfast's tests, host time and rows (append / seqused too), then ncu's source page of qv_ws on dv512
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -132,6 +133,22 @@ case $mode in
     log "fa3api grid qv dv, entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/fa3api_grid.py \
       --rows "${GRID_ROWS:-qv|dv}" --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
     grep -A 4 "^row " "$OUT/grid.txt" | cut -c1-120
+    ;;
+  s21)     # session 21's first call: the qv fast-path entries on (tests, host time, rows), then ncu's source page
+           # of the current qv_ws on dv512 (FA3's is in data/fa3api/session20-e4e2b18)
+    log "GPU tests, qv entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 100)" python3 -m pytest -q \
+      -p no:cacheprovider -m gpu tests/gpu/test_fastpath_gpu.py tests/gpu/test_qv_gpu.py tests/gpu/test_fa3api_gpu.py \
+      > "$OUT/qvfast_tests.txt" 2>&1; tail -40 "$OUT/qvfast_tests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "host profile on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/host_profile.py \
+      > "$OUT/host_profile_on.txt" 2>&1; grep "us/call" "$OUT/host_profile_on.txt"
+    log "fa3api rows, entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
+      --rows "${GRID_ROWS:-qv|dv|append|seqused}" --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
+    log "ncu source ours dv512"; timeout -k 5 "$(cap 80)" ncu --kernel-name-base demangled --kernel-name regex:qv_attn_ws \
+      --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+      --import-source yes --page source --print-source sass --csv python3 tools/qv_ncu.py dv512 \
+      > "$OUT/ncu_src_ours_dv512.csv" 2> "$OUT/ncu_src_ours.err"
+    python3 tools/ncu_source_stalls.py --top 40 --ops "$OUT/ncu_src_ours_dv512.csv" > "$OUT/ncu_stalls_ours_dv512.txt" 2>&1; head -48 "$OUT/ncu_stalls_ours_dv512.txt" | cut -c1-150
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
