@@ -16,7 +16,8 @@
 #   tma2    the TMA producer fixed: tests, probe, ncu per-instruction stall samples of ours and FA3 on dv512
 #   host    qv tests, host time per call of the qv route against FA3 (tools/host_profile.py), probe, rows, s08
 #   qvfast  the qv route's fast-path entries on (KSEEK_ATTENTION_FASTPATH_QV=1): GPU tests, host time, qv/dv rows
-#   s21     qvfast's tests, host time and rows (append / seqused too), then ncu's source page of qv_ws on dv512
+#   s21     (v21: separate K / V rings) qvfast's tests, the probe, host time and rows (append / seqused too), then
+#           ncu's source page of qv_ws on dv512
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -136,9 +137,11 @@ case $mode in
     ;;
   s21)     # session 21's first call: the qv fast-path entries on (tests, host time, rows), then ncu's source page
            # of the current qv_ws on dv512 (FA3's is in data/fa3api/session20-e4e2b18)
-    log "GPU tests, qv entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 100)" python3 -m pytest -q \
-      -p no:cacheprovider -m gpu tests/gpu/test_fastpath_gpu.py tests/gpu/test_qv_gpu.py tests/gpu/test_fa3api_gpu.py \
+    log "GPU tests, qv entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 150)" python3 -m pytest -q \
+      -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py \
       > "$OUT/qvfast_tests.txt" 2>&1; tail -40 "$OUT/qvfast_tests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "qv probe"; timeout -k 5 "$(cap 130)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
     log "host profile on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/host_profile.py \
       > "$OUT/host_profile_on.txt" 2>&1; grep "us/call" "$OUT/host_profile_on.txt"
     log "fa3api rows, entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \

@@ -145,8 +145,9 @@ static int launch_wg(const kseek_params* p, const Args& a, int tiles, cudaStream
   return KSEEK_OK;
 }
 
-// qv_ws: 1 = K/V blocks by TMA where the maps take the call (default), 0 = cp.async only (A/B)
-static int g_ws_tma = 1;
+// qv_ws: 1 = K/V blocks by TMA where the maps take the call (default), 0 = cp.async only (A/B);
+// warpgroup 1's intra-warpgroup overlap: 0 = CfgS::kOverlapAuto (default), 1 = always, 2 = never (A/B)
+static int g_ws_tma = 1, g_ws_ovl = 0;
 
 // The K and V maps of a qv_ws launch: 64-column boxes of 64 rows (dense, packed keys) or of
 // gcd(64, page_size) rows of one page (paged, page size a multiple of 8); tm.on = 0 where the driver
@@ -178,14 +179,14 @@ static void tma_maps(const kseek_params* p, TmaKV& tm) {
   tm.on = 1;
 }
 
-template <typename T, int Dv, bool QV>
+template <typename T, int Dv, bool QV, bool OVL>
 static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
   using C = CfgS<Dv, QV>;
   static bool attr[64] = {false};
   int dev = 0;
   QV_CK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64 || !attr[dev]) {
-    QV_CK(cudaFuncSetAttribute(qv_attn_ws<T, Dv, QV>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    QV_CK(cudaFuncSetAttribute(qv_attn_ws<T, Dv, QV, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     if (dev >= 0 && dev < 64) attr[dev] = true;
   }
   dim3 grid(tiles, p->heads_kv, p->batch);
@@ -200,7 +201,7 @@ static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream
   TmaKV tm;
   tma_maps(p, tm);
   if (!g_ws_tma) tm.on = 0;
-  qv_attn_ws<T, Dv, QV><<<grid, C::kThreads, C::kSmem, st>>>(*p, ac, tm);
+  qv_attn_ws<T, Dv, QV, OVL><<<grid, C::kThreads, C::kSmem, st>>>(*p, ac, tm);
   QV_CK(cudaGetLastError());
   return KSEEK_OK;
 }
@@ -215,8 +216,13 @@ static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
     ab.role = pl.small ? kBig : kAll;
     ab.nsplit = 1;
     ab.kps = INT32_MAX / 2;
-    const int rc = g_big_kernel == 2 ? (a.qv ? launch_ws<T, Dv, true>(p, ab, pl.big_tiles, st)
-                                             : launch_ws<T, Dv, false>(p, ab, pl.big_tiles, st))
+    const bool ovl_qv = g_ws_ovl ? g_ws_ovl == 1 : CfgS<Dv, true>::kOverlapAuto;
+    const bool ovl_pl = g_ws_ovl ? g_ws_ovl == 1 : CfgS<Dv, false>::kOverlapAuto;
+    const int rc = g_big_kernel == 2
+                       ? (a.qv ? (ovl_qv ? launch_ws<T, Dv, true, true>(p, ab, pl.big_tiles, st)
+                                         : launch_ws<T, Dv, true, false>(p, ab, pl.big_tiles, st))
+                               : (ovl_pl ? launch_ws<T, Dv, false, true>(p, ab, pl.big_tiles, st)
+                                         : launch_ws<T, Dv, false, false>(p, ab, pl.big_tiles, st)))
                    : g_big_kernel == 1 ? launch_wg<T, Dv>(p, ab, pl.big_tiles, st)
                                        : launch_attn<T, Dv, 4>(p, ab, pl.big_tiles, st);
     if (rc) return rc;
@@ -257,13 +263,15 @@ extern "C" int kseek_qv_abi(void) { return KSEEK_QV_ABI_VERSION; }
 extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kernel + warp-specialized wgmma, D 64 + Dv 256/512)"; }
 
 // Which kernel takes sequences of > 64 rows per KV head: 2 (default) the warp-specialized one (K/V by
-// TMA), 3 the same with every K/V block by cp.async, 1 v18's wgmma form, 0 the mma.sync 64-row tiles; for
-// A/B probes (tools/qv_probe.py) and tests. Out of range clamps to 0..3. Returns the previous setting.
+// TMA; warpgroup 1's overlap where CfgS::kOverlapAuto says), 3 the same with every K/V block by cp.async,
+// 4 and 5 the TMA form with the overlap always / never, 1 v18's wgmma form, 0 the mma.sync 64-row tiles;
+// for A/B probes (tools/qv_probe.py) and tests. Out of range clamps to 0..5. Returns the previous setting.
 extern "C" int kseek_qv_set_big_kernel(int k) {
-  const int old = qv::g_big_kernel == 2 && !qv::g_ws_tma ? 3 : qv::g_big_kernel;
-  k = k < 0 ? 0 : k > 3 ? 3 : k;
-  qv::g_big_kernel = k == 3 ? 2 : k;
+  const int old = qv::g_big_kernel != 2 ? qv::g_big_kernel : !qv::g_ws_tma ? 3 : qv::g_ws_ovl ? 3 + qv::g_ws_ovl : 2;
+  k = k < 0 ? 0 : k > 5 ? 5 : k;
+  qv::g_big_kernel = k >= 2 ? 2 : k;
   qv::g_ws_tma = k == 3 ? 0 : 1;
+  qv::g_ws_ovl = k >= 4 ? k - 3 : 0;
   return old;
 }
 

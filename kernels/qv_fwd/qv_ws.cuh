@@ -5,18 +5,22 @@
 // Why not qv_wgmma.cuh's form: there both warpgroups compute half of S per 32-key block and sum the halves
 // through shared memory, in lockstep, with the loads, the softmax and the MMAs one after the other (16-18%
 // of the tensor rate on s08's prefill chunks). Here, as FlashAttention-3 does for a value dim over 256:
-//   warpgroup 0 (producer): the [q, qv] tile once by cp.async; each 64-key [k, v] block into a ring of
-//     kStages stages by TMA (thread 0: one box per 64-column chunk, of 64 rows or of a page's gcd(64, page
-//     size) rows, completing on the stage's mbarrier), by cp.async where TMA cannot take it (the partial last
-//     block: zeros past the keys' end; a paged block not box-aligned; maps the driver refuses);
+//   warpgroup 0 (producer): the [q, qv] tile once by cp.async; each 64-key block's K into a ring of K stages
+//     and its V into a ring of V stages (v21: separate rings, as FA3 has, so a K stage is refilled as soon
+//     as S is done and three V stages fit at Dv 512 without qv), by TMA (thread 0: one box per 64-column
+//     chunk, of 64 rows or of a page's gcd(64, page size) rows, completing on the stage's mbarrier), by
+//     cp.async where TMA cannot take it (the partial last block: zeros past the keys' end; a paged block not
+//     box-aligned; maps the driver refuses);
 //   warpgroup 1 (S): S = [q, qv] . [k, v]^T for all 64 rows (wgmma m64n64k16, both operands in shared
 //     memory), the masks and the online softmax; P (16-bit) and each row's rescale factor go to shared
-//     memory for warpgroup 2; O[:, :Dv/2] += P V (P from registers). Per block i it issues S(i), then P V
-//     of block i - 1, and runs the softmax of block i while that P V is on the tensor cores (v20);
+//     memory for warpgroup 2; O[:, :Dv/2] += P V (P from registers). With OVL, per block i it issues S(i),
+//     then P V of block i - 1, and runs the softmax of block i while that P V is on the tensor cores (v20);
+//     without (qv at Dv 512, where only two V stages fit: CfgS::kOverlapAuto), S(i), softmax, P V(i);
 //   warpgroup 2 (PV): per block, O[:, Dv/2:] *= alpha, += P V with P read from shared memory.
 // Named barrier 1: P and alpha of a block are ready (S -> PV); 2: the P buffer is free again (PV -> S).
-// A stage is free once both consumers' wgmmas that read it completed (mbarrier `empty`, one arrive per
-// consumer warp). Rows past the sequence and keys past its end are zeros in shared memory and masked.
+// A K stage is free once S is done (mbarrier `kempty`, one arrive per warpgroup-1 warp), a V stage once
+// both consumers' P V wgmmas that read it completed (`vempty`, one arrive per consumer warp). Rows past
+// the sequence and keys past its end are zeros in shared memory and masked.
 #pragma once
 #include "../fa3_hopper/hopper_primitives.cuh"
 #include "qv_common.cuh"
@@ -53,22 +57,33 @@ struct TmaKV {
 template <int Dv, bool QV>
 struct CfgS {
   static constexpr int kM = 64, kN = 64, kThreads = 384;
-  static constexpr int kChunks = 1 + Dv / 64;             // 64-column chunks of a [k, v] row
-  static constexpr int kQChunks = QV ? kChunks : 1;       // of a [q, qv] row (q alone without qv)
+  static constexpr int kVChunks = Dv / 64;                // 64-column chunks of a V row
+  static constexpr int kQChunks = QV ? 1 + kVChunks : 1;  // of a [q, qv] row (q alone without qv)
   static constexpr int kQ = kM * 128 * kQChunks;          // bytes (multiples of 1024: the swizzle atoms)
-  static constexpr int kStage = kN * 128 * kChunks;
+  static constexpr int kKStage = kN * 128;                // one 64-key K block (D 64)
+  static constexpr int kVStage = kN * 128 * kVChunks;     // one 64-key V block
   static constexpr int kP = kM * kN * 2;                   // P, 16-bit, one 64-column chunk
   static constexpr int kFixed = kQ + kP + 2 * kM * 4 + 256 + 1024;   // + alpha, l, barriers, alignment slack
-  static constexpr int kStages = (227 * 1024 - kFixed) / kStage >= 4 ? 4 : (227 * 1024 - kFixed) / kStage;
-  static constexpr int kOffStage = kQ;
-  static constexpr int kOffP = kOffStage + kStages * kStage;
+  static constexpr int kAvail = 227 * 1024 - kFixed;
+  // K and V have rings of their own (v21): a K block is freed when S is done, a V block when both P V
+  // halves are; at Dv 512 without qv three V blocks fit (two in one [k, v] ring)
+  static constexpr int kVS0 = (kAvail - 2 * kKStage) / kVStage;
+  static constexpr int kVStages = kVS0 >= 4 ? 4 : kVS0;
+  static constexpr int kKS0 = (kAvail - kVStages * kVStage) / kKStage;
+  static constexpr int kKStages = kKS0 >= 4 ? 4 : kKS0;
+  static constexpr int kOffK = kQ;
+  static constexpr int kOffV = kOffK + kKStages * kKStage;
+  static constexpr int kOffP = kOffV + kVStages * kVStage;
   static constexpr int kOffAlpha = kOffP + kP;            // float[64]: this block's rescale factor per row
   static constexpr int kOffL = kOffAlpha + kM * 4;        // float[64]: the final row sums
-  static constexpr int kOffBar = kOffL + kM * 4;          // qfull, full[kStages], empty[kStages] (8 bytes each)
-  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kStages) + 1024;
+  static constexpr int kOffBar = kOffL + kM * 4;          // qfull, kfull[], kempty[], vfull[], vempty[]
+  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kKStages + 2 * kVStages) + 1024;
   static constexpr int kNB = Dv / 256;                    // n128 wgmmas per consumer per k16 step of P V
   static constexpr int kWgChunk = Dv / 128;               // 64-column V chunks per consumer
-  static_assert(kStages >= 2, "two stages at least");
+  // warpgroup 1's intra-warpgroup overlap (P V(i - 1) under softmax(i)) holds V(i - 1) through block i;
+  // with qv, S(i + 1) reads V(i + 1) too, so two V stages would expose every V load: no overlap there
+  static constexpr bool kOverlapAuto = !(QV && kVStages < 3);
+  static_assert(kVStages >= 2 && kKStages >= 2, "two stages at least");
   static_assert(kSmem <= 227 * 1024, "shared memory");
 };
 
@@ -124,7 +139,7 @@ __device__ __forceinline__ bool find_tile(const kseek_params& p, int G, int c, i
 
 constexpr int kProducerRegs = 40, kConsumerRegs = 232;   // 128 * 40 + 256 * 232 <= 64K registers
 
-template <typename T, int Dv, bool QV>
+template <typename T, int Dv, bool QV, bool OVL>
 __global__ void __launch_bounds__(384, 1)
     qv_attn_ws(const __grid_constant__ kseek_params p, const __grid_constant__ Args a,
                const __grid_constant__ TmaKV tm) {
@@ -137,8 +152,18 @@ __global__ void __launch_bounds__(384, 1)
   float* s_alpha = reinterpret_cast<float*>(gbase + C::kOffAlpha);
   float* s_l = reinterpret_cast<float*>(gbase + C::kOffL);
   const uint32_t bar_q = sbase + C::kOffBar;
-  auto bar_full = [&](int s) { return sbase + C::kOffBar + 8 * (1 + s); };
-  auto bar_empty = [&](int s) { return sbase + C::kOffBar + 8 * (1 + C::kStages + s); };
+  // block blk's K in K stage blk % kKStages, its V in V stage blk % kVStages; full: the loads landed,
+  // empty: the consumers are done with it
+  auto kfull = [&](int blk) { return sbase + C::kOffBar + 8 * (1 + blk % C::kKStages); };
+  auto kempty = [&](int blk) { return sbase + C::kOffBar + 8 * (1 + C::kKStages + blk % C::kKStages); };
+  auto vfull = [&](int blk) { return sbase + C::kOffBar + 8 * (1 + 2 * C::kKStages + blk % C::kVStages); };
+  auto vempty = [&](int blk) {
+    return sbase + C::kOffBar + 8 * (1 + 2 * C::kKStages + C::kVStages + blk % C::kVStages);
+  };
+  auto kpar = [&](int blk) { return (uint32_t)((blk / C::kKStages) & 1); };
+  auto vpar = [&](int blk) { return (uint32_t)((blk / C::kVStages) & 1); };
+  auto kslot = [&](int blk) { return sbase + C::kOffK + (uint32_t)((blk % C::kKStages) * C::kKStage); };
+  auto vslot = [&](int blk) { return sbase + C::kOffV + (uint32_t)((blk % C::kVStages) * C::kVStage); };
   const int tid = threadIdx.x, t = tid & 127;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);   // warp-uniform as far as the compiler knows
   const int hkv = blockIdx.y;
@@ -167,9 +192,13 @@ __global__ void __launch_bounds__(384, 1)
   }
   if (tid == 0) {
     fa3::mbar_init(bar_q, 128);
-    for (int st = 0; st < C::kStages; ++st) {
-      fa3::mbar_init(bar_full(st), 1);
-      fa3::mbar_init(bar_empty(st), 8);
+    for (int st = 0; st < C::kKStages; ++st) {
+      fa3::mbar_init(kfull(st), 1);
+      fa3::mbar_init(kempty(st), 4);   // warpgroup 1's warps, once S is done
+    }
+    for (int st = 0; st < C::kVStages; ++st) {
+      fa3::mbar_init(vfull(st), 1);
+      fa3::mbar_init(vempty(st), 8);   // both consumers' warps, once their P V is done
     }
     fa3::fence_mbar_init();
   }
@@ -209,32 +238,45 @@ __global__ void __launch_bounds__(384, 1)
       fa3::prefetch_tmap(&tm.k);
       fa3::prefetch_tmap(&tm.v);
     }
+    // the TMA coordinates of the box of keys jb + q .. (a paged cache: its page and row in the page)
+    auto box_at = [&](int j, int& row_k, int& batch) {
+      row_k = j;
+      batch = b;
+      if (pages) {
+        batch = pages[j / p.page_size];
+        row_k = j % p.page_size;
+      } else if (p.cu_seqlens_k) {
+        row_k = (int)s.k_row0 + j;
+        batch = 0;
+      }
+    };
     for (int blk = 0; blk < nblk; ++blk) {
-      const int st = blk % C::kStages;
-      const uint32_t dst = sbase + C::kOffStage + st * C::kStage;
       const int jb = kbeg + blk * C::kN;   // the block's first key
       // TMA for a whole block whose boxes stay inside one page each; cp.async for the rest (the last,
       // partial block: rows past the keys' end are zeros, not whatever the cache holds there)
-      // Every producer thread waits for the stage, also where thread 0 alone fills it: a thread running a
+      const bool by_tma = tm.on && jb + C::kN <= kend && (!pages || (jb + s.lp) % tm.box == 0);
+      // Every producer thread waits for each stage, also where thread 0 alone fills it: a thread running a
       // ring lap ahead would see the parity of a phase two back as complete and overwrite a live stage.
-      fa3::mbar_wait(bar_empty(st), ((blk / C::kStages) & 1) ^ 1);
-      if (tm.on && jb + C::kN <= kend && (!pages || (jb + s.lp) % tm.box == 0)) {
-        if (t != 0) continue;
-        fa3::mbar_arrive_expect_tx(bar_full(st), C::kStage);
+      // K first: S(blk) needs only K (and V with qv), and K stages are freed a block earlier than V's.
+      fa3::mbar_wait(kempty(blk), kpar(blk) ^ 1);
+      if (by_tma && t == 0) {
+        fa3::mbar_arrive_expect_tx(kfull(blk), C::kKStage);
         for (int q = 0; q < C::kN; q += tm.box) {
-          const int j = jb + q + s.lp;
-          int row_k = j, batch = b;
-          if (pages) {
-            batch = pages[j / p.page_size];
-            row_k = j % p.page_size;
-          } else if (p.cu_seqlens_k) {
-            row_k = (int)s.k_row0 + j;
-            batch = 0;
-          }
-          fa3::tma_tile(dst + q * 128, &tm.k, bar_full(st), 0, row_k, hkv, batch, tm.k_swap);
+          int row_k, batch;
+          box_at(jb + q + s.lp, row_k, batch);
+          fa3::tma_tile(kslot(blk) + q * 128, &tm.k, kfull(blk), 0, row_k, hkv, batch, tm.k_swap);
+        }
+      }
+      fa3::mbar_wait(vempty(blk), vpar(blk) ^ 1);
+      if (by_tma) {
+        if (t != 0) continue;
+        fa3::mbar_arrive_expect_tx(vfull(blk), C::kVStage);
+        for (int q = 0; q < C::kN; q += tm.box) {
+          int row_k, batch;
+          box_at(jb + q + s.lp, row_k, batch);
 #pragma unroll
-          for (int c = 0; c < Dv / 64; ++c)
-            fa3::tma_tile(dst + (1 + c) * C::kN * 128 + q * 128, &tm.v, bar_full(st), c * 64, row_k, hkv, batch,
+          for (int c = 0; c < C::kVChunks; ++c)
+            fa3::tma_tile(vslot(blk) + c * C::kN * 128 + q * 128, &tm.v, vfull(blk), c * 64, row_k, hkv, batch,
                           tm.v_swap);
         }
         continue;
@@ -245,16 +287,20 @@ __global__ void __launch_bounds__(384, 1)
       const T* vp = V;
       if (ok) kv_rows(p, s, pages, b, hkv, jp, K, V, kp, vp);
 #pragma unroll
-      for (int it = 0; it < C::kChunks * 4; ++it) {
+      for (int it = 0; it < (1 + C::kVChunks) * 4; ++it) {   // 16-byte unit u of the row's [k, v]
         const int u = 2 * it + half;
-        const T* src = u < 8 ? kp + u * 8 : vp + (u - 8) * 8;
-        cp16(dst + fa3::swz_offset(row, u * 8, C::kN), src, ok);
+        if (u < 8) cp16(kslot(blk) + fa3::swz_offset(row, u * 8, C::kN), kp + u * 8, ok);
+        else cp16(vslot(blk) + fa3::swz_offset(row, (u - 8) * 8, C::kN), vp + (u - 8) * 8, ok);
       }
-      // full(st) counts one arrival: each thread's copies raise and then settle the pending count
+      // full counts one arrival: each thread's copies raise and then settle the pending count
       // (cp.async.mbarrier.arrive without .noinc); all are registered before thread 0 arrives
-      cp_mbar_arrive_inc(bar_full(st));
+      cp_mbar_arrive_inc(kfull(blk));
+      cp_mbar_arrive_inc(vfull(blk));
       fa3::named_bar_sync(3, 128);
-      if (t == 0) fa3::mbar_arrive(bar_full(st));
+      if (t == 0) {
+        fa3::mbar_arrive(kfull(blk));
+        fa3::mbar_arrive(vfull(blk));
+      }
     }
     cp_wait<0>();
     return;
@@ -277,17 +323,17 @@ __global__ void __launch_bounds__(384, 1)
       rhi[u] = -1;
     }
   }
-  // this consumer's V columns: chunks 1 + wg' * kWgChunk .. of the [k, v] stage
-  const int vchunk0 = 1 + (is_s ? 0 : C::kWgChunk);
+  // this consumer's V columns: chunks wg' * kWgChunk .. of the V stage
+  const int vchunk0 = is_s ? 0 : C::kWgChunk;
   float o[C::kNB][64];
 #pragma unroll
   for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[nb][i] = 0.f;
   const int lane = t & 31;
-  auto release = [&](int st) {
+  auto release = [&](uint32_t bar) {
     __syncwarp();
-    if (lane == 0) fa3::mbar_arrive(bar_empty(st));
+    if (lane == 0) fa3::mbar_arrive(bar);
   };
 
   // O[:, col0 : col0 + Dv/2] of this thread's two rows / l (both warpgroups' epilogue); lse where mr is given
@@ -313,9 +359,9 @@ __global__ void __launch_bounds__(384, 1)
 
   if (is_s) {
     // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
-    // Per block i (FlashAttention-3's intra-warpgroup overlap): issue S(i), then P V(i - 1) from the
-    // registers of the previous P; the softmax of block i runs while P V(i - 1) is on the tensor cores,
-    // not after it (S(i) queued behind P V(i - 1) made S + softmax + P V one serial chain per block).
+    // OVL (FlashAttention-3's intra-warpgroup overlap): per block i, issue S(i), then P V(i - 1) from the
+    // registers of the previous P; the softmax of block i runs while P V(i - 1) is on the tensor cores.
+    // Without: S(i), softmax(i), P V(i), as FA3 runs a value dim over 256 (CfgS::kOverlapAuto).
     constexpr int nks = 4 * C::kQChunks;
     float sacc[32];
     uint32_t pa[4][4], pn[4][4];   // P of the previous block (its P V still to issue) and of this one
@@ -325,29 +371,40 @@ __global__ void __launch_bounds__(384, 1)
     // on the raw scores; softcap (and a scale <= 0) convert them first
     const bool convert = capped || !(p.scale > 0.f);
     const float mul = convert ? 1.f : p.scale * kLog2e;
-    auto issue_pv = [&](uint32_t sst, uint32_t (&pp)[4][4]) {
+    auto issue_pv = [&](int blk, uint32_t (&pp)[4][4]) {
+      const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int nb = 0; nb < C::kNB; ++nb) {
-          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
+          const uint32_t vch = vs + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
           fa3::wgmma_rs_tb<F16>(o[nb], pp[kk], fa3::desc_mnmajor(vch, C::kN, kk), 1);
         }
       fa3::wgmma_commit();
     };
-    auto stage = [&](int blk) { return sbase + C::kOffStage + (blk % C::kStages) * C::kStage; };
+    // V(blk) landed (with qv S(blk) waited for it already)
+    auto wait_v = [&](int blk) {
+      if constexpr (!QV) {
+        fa3::mbar_wait(vfull(blk), vpar(blk));
+        fa3::fence_proxy_async_smem();
+      }
+    };
     auto issue_s = [&](int blk) {
-      fa3::mbar_wait(bar_full(blk % C::kStages), (blk / C::kStages) & 1);
+      fa3::mbar_wait(kfull(blk), kpar(blk));
+      if constexpr (QV) fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();   // cp.async wrote through the generic proxy; wgmma reads through the async one
-      const uint32_t sst = stage(blk);
+      const uint32_t ks_ = kslot(blk), vs = vslot(blk);
       uint32_t qbase = sbase;
       asm volatile("" : "+r"(qbase));   // opaque here: Q's 4 * kQChunks descriptors are not hoisted out of
                                         // the loop into registers (72 with qv at Dv 512: spills)
       fa3::wgmma_fence();
 #pragma unroll
-      for (int ks = 0; ks < nks; ++ks)
-        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(qbase, C::kM, ks), fa3::desc_kmajor(sst, C::kN, ks), ks > 0);
+      for (int ks = 0; ks < 4; ++ks)
+        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(qbase, C::kM, ks), fa3::desc_kmajor(ks_, C::kN, ks), ks > 0);
+#pragma unroll
+      for (int ks = 4; ks < nks; ++ks)   // qv . V^T
+        fa3::wgmma_ss<F16>(sacc, fa3::desc_kmajor(qbase, C::kM, ks), fa3::desc_kmajor(vs, C::kN, ks - 4), 1);
       fa3::wgmma_commit();
     };
     // scores (log2 units), masks (only where the block is not wholly visible to both rows), online
@@ -418,46 +475,73 @@ __global__ void __launch_bounds__(384, 1)
       fa3::fence_proxy_async_smem();   // P is read by warpgroup 2's wgmma (async proxy)
       fa3::named_bar_arrive(1, 256);
     };
-    // block i > 0 with P(i - 1) in `prev`; P(i) goes to `next` (the two arrays swap roles every block:
-    // a copy would let ptxas merge them and serialize the wgmmas on writes to an in-flight operand)
-    float alpha[2];
-    auto step = [&](int blk, uint32_t (&prev)[4][4], uint32_t (&next)[4][4]) {
-      issue_s(blk);
-      issue_pv(stage(blk - 1), prev);   // P V(i - 1) runs under this block's softmax
-      fa3::wgmma_wait<1>();             // S(i) done
-      fa3::fence_regs(sacc);
-      softmax(blk, alpha, next);
-      fa3::wgmma_wait<0>();             // P V(i - 1) done: its stage is free (for this warpgroup), O rescaled
-#pragma unroll
-      for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
-      fa3::fence_regs(prev);
-      release((blk - 1) % C::kStages);
+    auto rescale = [&](const float (&alpha)[2]) {
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[nb][i] *= alpha[(i >> 1) & 1];
     };
+    float alpha[2];
     fa3::mbar_wait(bar_q, 0);
-    issue_s(0);   // block 0: O is still zero, nothing to overlap
-    fa3::wgmma_wait<0>();
-    fa3::fence_regs(sacc);
-    softmax(0, alpha, pa);
-    int blk = 1;
-    for (; blk + 1 < nblk; blk += 2) {
-      step(blk, pa, pn);
-      step(blk + 1, pn, pa);
-    }
-    if (blk < nblk) {
-      step(blk, pa, pn);
-      issue_pv(stage(nblk - 1), pn);
-    } else {
-      issue_pv(stage(nblk - 1), pa);
-    }
-    fa3::wgmma_wait<0>();
+    if constexpr (OVL) {
+      // block i > 0 with P(i - 1) in `prev`; P(i) goes to `next` (the two arrays swap roles every block:
+      // a copy would let ptxas merge them and serialize the wgmmas on writes to an in-flight operand)
+      auto step = [&](int blk, uint32_t (&prev)[4][4], uint32_t (&next)[4][4]) {
+        issue_s(blk);
+        wait_v(blk - 1);
+        issue_pv(blk - 1, prev);          // P V(i - 1) runs under this block's softmax
+        fa3::wgmma_wait<1>();             // S(i) done: K(i) is free
+        fa3::fence_regs(sacc);
+        release(kempty(blk));
+        softmax(blk, alpha, next);
+        fa3::wgmma_wait<0>();             // P V(i - 1) done: V(i - 1) is free (for this warpgroup), O rescaled
 #pragma unroll
-    for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
-    fa3::fence_regs(pa);
-    release((nblk - 1) % C::kStages);
+        for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+        fa3::fence_regs(prev);
+        release(vempty(blk - 1));
+        rescale(alpha);
+      };
+      issue_s(0);   // block 0: O is still zero, nothing to overlap
+      fa3::wgmma_wait<0>();
+      fa3::fence_regs(sacc);
+      release(kempty(0));
+      softmax(0, alpha, pa);
+      int blk = 1;
+      for (; blk + 1 < nblk; blk += 2) {
+        step(blk, pa, pn);
+        step(blk + 1, pn, pa);
+      }
+      if (blk < nblk) {
+        step(blk, pa, pn);
+        wait_v(nblk - 1);
+        issue_pv(nblk - 1, pn);
+      } else {
+        wait_v(nblk - 1);
+        issue_pv(nblk - 1, pa);
+      }
+      fa3::wgmma_wait<0>();
+#pragma unroll
+      for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+      fa3::fence_regs(pa);
+      fa3::fence_regs(pn);
+      release(vempty(nblk - 1));
+    } else {
+      for (int blk = 0; blk < nblk; ++blk) {
+        issue_s(blk);
+        fa3::wgmma_wait<0>();             // S(i) done: K(i) is free
+        fa3::fence_regs(sacc);
+        release(kempty(blk));
+        softmax(blk, alpha, pa);
+        rescale(alpha);
+        wait_v(blk);
+        issue_pv(blk, pa);
+        fa3::wgmma_wait<0>();             // P V(i) done: V(i) is free (for this warpgroup)
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
+        fa3::fence_regs(pa);
+        release(vempty(blk));
+      }
+    }
 
     // epilogue: O[:, :Dv/2] / l and lse
 #pragma unroll
@@ -470,22 +554,21 @@ __global__ void __launch_bounds__(384, 1)
     // ---- warpgroup 2: O[:, Dv/2:] += P V with P from shared memory ---------------------------------
     fa3::named_bar_arrive(2, 256);   // the P buffer starts free
     for (int blk = 0; blk < nblk; ++blk) {
-      const int st = blk % C::kStages;
       fa3::named_bar_sync(1, 256);   // P and alpha of this block
-      fa3::mbar_wait(bar_full(st), (blk / C::kStages) & 1);   // already complete: warpgroup 1 waited on it
+      fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();
       const float al0 = s_alpha[r0], al1 = s_alpha[r0 + 8];
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
         for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
-      const uint32_t sst = sbase + C::kOffStage + st * C::kStage;
+      const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
 #pragma unroll
         for (int nb = 0; nb < C::kNB; ++nb) {
-          const uint32_t vch = sst + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
+          const uint32_t vch = vs + (uint32_t)((vchunk0 + 2 * nb) * C::kN * 128);
           wgmma_ss_tb128<F16>(o[nb], fa3::desc_kmajor(sP, C::kM, kk), fa3::desc_mnmajor(vch, C::kN, kk), 1);
         }
       fa3::wgmma_commit();
@@ -493,7 +576,7 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
       if (blk + 1 < nblk) fa3::named_bar_arrive(2, 256);   // P buffer and alpha free
-      release(st);
+      release(vempty(blk));
     }
     const float l2[2] = {s_l[r0], s_l[r0 + 8]};
     store_o(l2, Dv / 2, nullptr);

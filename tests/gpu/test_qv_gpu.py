@@ -49,13 +49,13 @@ DENSE = [  # (B, Sq, Sk, Hq, Hkv, Dv, kwargs)
 ]
 
 
-@pytest.mark.parametrize("big", [2, 3, 1, 0], ids=["ws", "ws-cpasync", "wgmma", "mma"])
+@pytest.mark.parametrize("big", [2, 3, 4, 5, 1, 0], ids=["ws", "ws-cpasync", "ws-overlap", "ws-serial", "wgmma", "mma"])
 @pytest.mark.parametrize("has_qv", [True, False], ids=["qv", "plain"])
 @pytest.mark.parametrize("dtype", ["bf16", "fp16"])
 @pytest.mark.parametrize("case", DENSE, ids=lambda c: f"b{c[0]}q{c[1]}k{c[2]}h{c[3]}-{c[4]}dv{c[5]}")
 def test_dense(case, dtype, has_qv, big):
     b, sq, sk, hq, hkv, dv, kw = case
-    if big not in (2, 3) and sq * hq // hkv <= 64:
+    if big < 2 and sq * hq // hkv <= 64:
         pytest.skip("decode shape: the long-sequence kernel is not used")
     dt = DT[dtype]
     q, k, v, qv = _r(b, sq, hq, 64, dt=dt), _r(b, sk, hkv, 64, dt=dt), _r(b, sk, hkv, dv, dt=dt), _r(b, sq, hq, dv, dt=dt)
@@ -134,7 +134,7 @@ def test_paged_cache_decode_and_mixed(page, dtype):
     _close(o2, lse2, ro2, rl2, dtype)
 
 
-@pytest.mark.parametrize("big", [2, 3], ids=["tma", "cpasync"])
+@pytest.mark.parametrize("big", [2, 3, 4, 5], ids=["tma", "cpasync", "tma-overlap", "tma-serial"])
 @pytest.mark.parametrize("page", [0, 16, 64], ids=["dense", "page16", "page64"])
 @pytest.mark.parametrize("window", [None, (77, 0)], ids=["causal", "window77"])
 def test_long_chunk_over_a_nan_tailed_cache(window, page, big):
