@@ -191,15 +191,20 @@ def segments_host_source() -> str:
 QV_HOST_SRC = r"""
 #include "kseek.h"
 // Host-only stand-in for kernels/qv_fwd (kernelseek.host_standins.qv_host_lib): its C ABI, the params read
-// as the real entry reads them first, nothing launched; the workspace it asks for depends on the shapes only.
+// as the real entry reads them first, nothing launched; the workspace it asks for depends on the shapes only
+// and, as the real one's, is 0 for a call the long-sequence kernel takes whole (> 64 rows per KV head, dense).
 extern "C" int kseek_qv_abi(void) { return 1; }
+extern "C" size_t kseek_qv_workspace_bytes(const kseek_params* p) {
+  const int64_t rows = (int64_t)p->seqlen_q * (p->heads_q / (p->heads_kv > 0 ? p->heads_kv : 1));
+  return rows > 64 && p->cu_seqlens_q == NULL ? 0 : 64 + 4 * (size_t)p->batch;
+}
 extern "C" int kseek_qv_fwd(const kseek_params* p, const void* qv, int64_t, int64_t, int64_t, cudaStream_t) {
   if (p->abi_version != KSEEK_ABI_VERSION) return KSEEK_ERR_ABI;
   if (p->q == NULL || p->k == NULL || p->v == NULL || p->o == NULL || p->lse == NULL) return KSEEK_ERR_INVALID;
-  if (p->workspace == NULL || p->workspace_bytes < 64) return KSEEK_ERR_WORKSPACE;
+  const size_t need = kseek_qv_workspace_bytes(p);
+  if (need && (p->workspace == NULL || p->workspace_bytes < need)) return KSEEK_ERR_WORKSPACE;
   return KSEEK_OK;
 }
-extern "C" size_t kseek_qv_workspace_bytes(const kseek_params* p) { return 64 + 4 * (size_t)p->batch; }
 extern "C" int kseek_qv_last_splits(void) { return 1; }
 extern "C" int kseek_qv_set_big_kernel(int) { return 2; }
 """

@@ -108,9 +108,10 @@ def run(c: core.Core, qv: torch.Tensor):
                       float(c.scale), int(c.num_splits or 0), int(c.chunk or 0))
     o, lse = core._alloc(c)
     params = abi.make_params(call, inp, o, lse)
-    n = int(ws_bytes(ctypes.byref(params)))
-    ws = torch.empty(max(n, 16), dtype=torch.uint8, device=dev)   # kept alive by `ws` until return
-    abi.set_workspace(params, ws)
+    n = int(ws_bytes(ctypes.byref(params)))   # 0 unless the keys are split (kernels/qv_fwd/qv_fwd.cu ws_bytes)
+    ws = torch.empty(n, dtype=torch.uint8, device=dev) if n else None   # kept alive by `ws` until return
+    if ws is not None:
+        abi.set_workspace(params, ws)
     strides = _strides(qv) if qv is not None else (0, 0, 0)
     rc = fwd(ctypes.byref(params), None if qv is None else qv.data_ptr(), *strides, core._stream(dev))
     try:

@@ -78,7 +78,8 @@ def _one(spy, fn):
     assert C.RECORD["paths"] == ["qv"]
     p = seen[-1][0]
     o, lse = res
-    assert (p["o"], p["lse"]) == (o.data_ptr(), lse.data_ptr()) and p["workspace"]
+    assert (p["o"], p["lse"]) == (o.data_ptr(), lse.data_ptr())
+    assert bool(p["workspace"]) == (p["workspace_bytes"] > 0)    # a workspace only where the keys are split
     return res, seen[-1], built[0] > b
 
 
@@ -148,11 +149,13 @@ def test_a_replaced_library_misses_and_records_again(spy, qv_lib):
     assert not _one(spy, fn)[2]
 
 
-def test_a_hit_makes_only_its_three_allocations(spy, monkeypatch):
-    fn = calls()["dense_qv"]
+@pytest.mark.parametrize("name,split", [("dense_qv", False), ("paged_qv", True)])
+def test_a_hit_makes_only_its_own_allocations(spy, monkeypatch, name, split):
+    fn = calls()[name]
     _one(spy, fn)
     made = []
     empty = torch.empty
     monkeypatch.setattr(torch, "empty", lambda *a, **kw: made.append(a) or empty(*a, **kw))
-    _one(spy, fn)
-    assert len(made) == 3, made          # o, lse, workspace
+    _, (p, _, _), _ = _one(spy, fn)
+    assert (p["workspace_bytes"] > 0) == split            # the decode-shaped call splits its keys
+    assert len(made) == 2 + split, made                    # o, lse (and the split call's workspace)
