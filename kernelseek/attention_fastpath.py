@@ -64,9 +64,10 @@ from . import fastpath_qv, kv_update, qv_attention, seqused_segments
 from .fastpath_proof import _PTRS, SLOW, VIEW_STEPS, _filled, _pointers, _ptr_fields, finish, result_shape  # noqa: F401
 
 ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH", "1") != "0"
-# The qv route's entries (fastpath_qv): off until a GPU run shows hits equal to the slow path there
-# (tests/gpu/test_fastpath_gpu.py); KSEEK_ATTENTION_FASTPATH_QV=1 (read at import) or QV_ENABLED = True.
-QV_ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH_QV", "0") == "1"
+# The qv route's entries (fastpath_qv): on since session 21, whose H200 run showed hits equal to the slow
+# path bit for bit there (tests/gpu/test_fastpath_gpu.py); KSEEK_ATTENTION_FASTPATH_QV=0 (read at import) or
+# QV_ENABLED = False turns them off alone.
+QV_ENABLED = os.environ.get("KSEEK_ATTENTION_FASTPATH_QV", "1") != "0"
 MAX_ENTRIES = 1024                    # then keys seen once go, or all (keys with NaN scalars never match)
 RECORD_ON = 2                         # the sighting of a key on which its call is recorded (costs ~40 us
                                       # once): a key seen once (varlen prefill lengths) costs only the key

@@ -18,6 +18,7 @@
 #   qvfast  the qv route's fast-path entries on (KSEEK_ATTENTION_FASTPATH_QV=1): GPU tests, host time, qv/dv rows
 #   s21     (v21: separate K / V rings) qvfast's tests, the probe, host time and rows (append / seqused too), then
 #           ncu's source page of qv_ws on dv512
+#   s21b    (v21b: staged epilogue, skipped rescale) GPU tests, probe, fa3api rows, s08, ncu source page on dv512
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -152,6 +153,25 @@ case $mode in
       --import-source yes --page source --print-source sass --csv python3 tools/qv_ncu.py dv512 \
       > "$OUT/ncu_src_ours_dv512.csv" 2> "$OUT/ncu_src_ours.err"
     python3 tools/ncu_source_stalls.py --top 40 --ops "$OUT/ncu_src_ours_dv512.csv" > "$OUT/ncu_stalls_ours_dv512.txt" 2>&1; head -48 "$OUT/ncu_stalls_ours_dv512.txt" | cut -c1-150
+    ;;
+  s21b)    # v21b: the staged epilogue and the skipped rescale: qv / fast-path / fa3api GPU tests (qv entries on by
+           # default now), the probe, the fa3api rows, serving s08, ncu's source page of qv_ws on dv512
+    log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/qvtests.txt" 2>&1
+    tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "qv probe"; timeout -k 5 "$(cap 130)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    log "fa3api rows"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv|append|seqused}" \
+      --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
+    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
+      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    log "ncu source ours dv512"; timeout -k 5 "$(cap 80)" ncu --kernel-name-base demangled --kernel-name regex:qv_attn_ws \
+      --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
+      --import-source yes --page source --print-source sass --csv python3 tools/qv_ncu.py dv512 \
+      > "$OUT/ncu_src_ours_dv512.csv" 2> "$OUT/ncu_src_ours.err"
+    python3 tools/ncu_source_stalls.py --top 40 --ops "$OUT/ncu_src_ours_dv512.csv" > "$OUT/ncu_stalls_ours_dv512.txt" 2>&1
+    head -24 "$OUT/ncu_stalls_ours_dv512.txt" | cut -c1-150; tail -3 "$OUT/ncu_stalls_ours_dv512.txt" | cut -c1-300
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \

@@ -336,26 +336,71 @@ __global__ void __launch_bounds__(384, 1)
     if (lane == 0) fa3::mbar_arrive(bar);
   };
 
-  // O[:, col0 : col0 + Dv/2] of this thread's two rows / l (both warpgroups' epilogue); lse where mr is given
-  auto store_o = [&](const float (&l)[2], int col0, const float* mr) {
+  // O[:, col0 : col0 + Dv/2] / l of the warpgroup's 64 rows (both warpgroups' epilogue); lse where mr is given.
+  // With 16-byte aligned output rows (o16), through shared memory `stg` (64 rows x Dv bytes, 16-byte units
+  // XOR-swizzled by row: conflict-free both ways), then 16-byte stores of whole row segments (a warp writes 512
+  // contiguous bytes at Dv 512); the accumulators' own layout gives 4-byte stores of 16 contiguous bytes per
+  // row (8 rows per warp instruction), which held the LSU in v21's first profile (13.9% of samples on STG).
+  // Else those 4-byte stores. bar: this warpgroup's named barrier (128 threads).
+  const bool o16 = ((uintptr_t)p.o & 15) == 0 && (p.o_row_stride & 7) == 0 && (p.o_head_stride & 7) == 0 &&
+                   (p.cu_seqlens_q || (p.o_batch_stride & 7) == 0);
+  auto store_o = [&](const float (&l)[2], int col0, const float* mr, uint32_t stg, int bar) {
+    float inv[2];
+#pragma unroll
+    for (int u = 0; u < 2; ++u) {
+      inv[u] = l[u] > 0.f ? 1.f / l[u] : 0.f;
+      if (!rvalid[u] || !mr || (t & 3)) continue;
+      const int m = m0 + r0 + 8 * u;
+      float* lp = lse_ptr(p, s, b, m / G, hkv * G + m % G);
+      if (lp) *lp = l[u] > 0.f ? (mr[u] + log2f(l[u])) * kLn2 : -INFINITY;
+    }
+    if (o16) {
+      fa3::fence_proxy_async_smem();   // the stage was last written by TMA and read by wgmma
+#pragma unroll
+      for (int u = 0; u < 2; ++u) {
+        const int r = r0 + 8 * u;
+#pragma unroll
+        for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+          for (int i2 = 0; i2 < 64; i2 += 4) {
+            const int e = i2 + 2 * u, c = nb * 128 + fa3::acc_col(t, e);
+            fa3::st_shared_u32(stg + r * Dv + (((c >> 3) ^ (r & 7)) << 4) + (c & 7) * 2,
+                               pack<T>(o[nb][e] * inv[u], o[nb][e + 1] * inv[u]));
+          }
+      }
+      fa3::named_bar_sync(bar, 128);
+      constexpr int U = Dv / 16;   // 16-byte units per row of a warpgroup's half
+#pragma unroll 4
+      for (int e = t; e < C::kM * U; e += 128) {
+        const int r = e / U, un = e % U, m = m0 + r;
+        if (m >= mb) continue;
+        uint32_t w0, w1, w2, w3;
+        asm volatile("ld.shared.v4.b32 {%0, %1, %2, %3}, [%4];"
+                     : "=r"(w0), "=r"(w1), "=r"(w2), "=r"(w3)
+                     : "r"(stg + r * Dv + ((un ^ (r & 7)) << 4)));
+        T* op = out_ptr<T>(p, s, b, m / G, hkv * G + m % G) + col0 + un * 8;
+        *reinterpret_cast<uint4*>(op) = make_uint4(w0, w1, w2, w3);
+      }
+      return;
+    }
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
       if (!rvalid[u]) continue;
       const int m = m0 + r0 + 8 * u;
-      const int i = m / G, h = hkv * G + m % G;
-      const float inv = l[u] > 0.f ? 1.f / l[u] : 0.f;
-      T* op = out_ptr<T>(p, s, b, i, h) + col0;
+      T* op = out_ptr<T>(p, s, b, m / G, hkv * G + m % G) + col0;
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
         for (int i2 = 0; i2 < 64; i2 += 4) {
           const int e = i2 + 2 * u;
-          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) = pack<T>(o[nb][e] * inv, o[nb][e + 1] * inv);
+          *reinterpret_cast<uint32_t*>(op + nb * 128 + fa3::acc_col(t, e)) =
+              pack<T>(o[nb][e] * inv[u], o[nb][e + 1] * inv[u]);
         }
-      float* lp = mr ? lse_ptr(p, s, b, i, h) : nullptr;
-      if (lp && (t & 3) == 0) *lp = l[u] > 0.f ? (mr[u] + log2f(l[u])) * kLn2 : -INFINITY;
     }
   };
+  // the epilogue's staging: the V stage of block nblk (that of block nblk - kVStages, done by both consumers
+  // and by the producer), warpgroup 1 in its first half, warpgroup 2 in its second (64 x Dv bytes each)
+  const uint32_t stg = vslot(nblk) + (is_s ? 0u : (uint32_t)(C::kM * Dv));
 
   if (is_s) {
     // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
@@ -475,7 +520,10 @@ __global__ void __launch_bounds__(384, 1)
       fa3::fence_proxy_async_smem();   // P is read by warpgroup 2's wgmma (async proxy)
       fa3::named_bar_arrive(1, 256);
     };
+    // O *= alpha, skipped where no row of the warp changed its max (alpha exactly 1): 128 FMULs per thread
+    // per block at Dv 512, the kernel's most executed instruction in v21's first profile
     auto rescale = [&](const float (&alpha)[2]) {
+      if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
@@ -549,7 +597,7 @@ __global__ void __launch_bounds__(384, 1)
       lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 1);
       lsum[u] += __shfl_xor_sync(0xffffffffu, lsum[u], 2);
     }
-    store_o(lsum, 0, mrow);
+    store_o(lsum, 0, mrow, stg, 4);
   } else {
     // ---- warpgroup 2: O[:, Dv/2:] += P V with P from shared memory ---------------------------------
     fa3::named_bar_arrive(2, 256);   // the P buffer starts free
@@ -558,10 +606,12 @@ __global__ void __launch_bounds__(384, 1)
       fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();
       const float al0 = s_alpha[r0], al1 = s_alpha[r0 + 8];
+      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {   // as warpgroup 1's rescale
 #pragma unroll
-      for (int nb = 0; nb < C::kNB; ++nb)
+        for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
-        for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
+          for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
+      }
       const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
@@ -579,7 +629,7 @@ __global__ void __launch_bounds__(384, 1)
       release(vempty(blk));
     }
     const float l2[2] = {s_l[r0], s_l[r0 + 8]};
-    store_o(l2, Dv / 2, nullptr);
+    store_o(l2, Dv / 2, nullptr, stg, 5);
   }
 }
 

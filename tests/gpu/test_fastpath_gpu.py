@@ -2,7 +2,8 @@
 the cache gives the same o, lse and (appends) K/V caches, bit for bit, as the slow path on the same inputs;
 a call whose entry was recorded is answered without building params (abi.make_params is not called); the
 append rows (kv_update launch + one kernel) and the seqused_q row (segments launch + one kernel) are cached,
-and, where the qv route's entries are on (KSEEK_ATTENTION_FASTPATH_QV=1: fastpath_qv), so are the rows it takes."""
+and, where the qv route's entries are on (the default; KSEEK_ATTENTION_FASTPATH_QV=0 turns them off:
+fastpath_qv), so are the rows it takes."""
 import pytest
 
 torch = pytest.importorskip("torch")

@@ -1,7 +1,9 @@
 """kernels/qv_fwd (FA3's qv term) through kernelseek.attention, against reference_fa3 in float64:
 every layout (dense, varlen, paged, dense cache with cache_batch_idx and leftpad), the masks, softcap,
 GQA, both Dv, both 16-bit types; the split (decode) kernel, the three long-sequence kernels (warp-specialized,
-v18's wgmma form and the mma.sync 64-row form) and a varlen batch that takes two; the same head dims without qv; the path recorded
+in its TMA / cp.async producer and overlap / serial forms, v18's wgmma form and the mma.sync 64-row form) and a
+varlen batch that takes two; the warp-specialized epilogue into aligned and unaligned output rows; the same head
+dims without qv; the path recorded
 is "qv" (never the naive kernel); a call the kernel refuses keeps the concatenated route; a captured call
 replays with new inputs."""
 import pytest
@@ -198,6 +200,32 @@ def test_dense_cache_with_batch_idx_leftpad_and_append():
                                    leftpad_k=leftpad, causal=True)
     _close(o, lse, ro, rl, "bf16")
     assert torch.equal(kc, kc2) and torch.equal(vc, vc2)
+
+
+@pytest.mark.parametrize("dv", [256, 512])
+@pytest.mark.parametrize("layout", ["aligned", "padded-rows", "offset"])
+def test_long_rows_into_any_output_layout(dv, layout, monkeypatch):
+    """The long-sequence kernel's epilogue writes 16-byte aligned output rows through shared memory (whole row
+    segments per warp) and others (rows of a padded buffer, stride not a multiple of 8; a base 4 bytes off)
+    by 4-byte stores: both correct, the padding around the output left as it was. The API allocates its
+    own aligned o (out= is copied into), so the layouts come in through attention_core._alloc."""
+    from kernelseek import attention_fastpath as F
+    dt = torch.bfloat16
+    b, sq, sk, hq, hkv = 2, 200, 333, 8, 1
+    q, k, v, qv = _r(b, sq, hq, 64, dt=dt), _r(b, sk, hkv, 64, dt=dt), _r(b, sk, hkv, dv, dt=dt), _r(b, sq, hq, dv, dt=dt)
+    pad = {"aligned": 0, "padded-rows": 6, "offset": 2}[layout]
+    buf = torch.full((b, sq, hq, dv + pad), 7.0, device="cuda", dtype=dt)
+    view = buf[..., 2:dv + 2] if layout == "offset" else buf[..., :dv]
+    alloc = core._alloc
+    monkeypatch.setattr(core, "_alloc", lambda c: (view, alloc(c)[1]))
+    monkeypatch.setattr(F, "ENABLED", False)
+    o, lse = A.flash_attn_func(q, k, v, qv=qv, causal=True, return_attn_probs=True)
+    assert core.RECORD["paths"] == ["qv"], core.RECORD
+    assert o.data_ptr() == view.data_ptr()
+    _close(o, lse, *attention_ref(q, k, v, qv=qv, causal=True), "bf16")
+    if pad:
+        rest = buf[..., :2] if layout == "offset" else buf[..., dv:]
+        assert bool((rest == 7.0).all()), "a store outside the output"
 
 
 def test_refused_call_keeps_the_concatenated_route():
