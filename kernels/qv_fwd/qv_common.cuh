@@ -180,6 +180,21 @@ __device__ __forceinline__ float* lse_ptr(const kseek_params& p, const Seq& s, i
                         : p.lse + (int64_t)b * p.lse_batch_stride + (int64_t)h * p.lse_head_stride + i;
 }
 
+// O = 0 and lse = -inf for the rows m0 .. min(m0 + kM, mb) - 1 of a tile that sees no key (Dv columns);
+// the calling threads take 16-bit pairs first, first + stride, ...
+template <typename T, int kM, int Dv>
+__device__ __forceinline__ void zero_rows(const kseek_params& p, const Seq& s, int b, int hkv, int G, int m0, int mb,
+                                          int first, int stride) {
+  for (int e = first; e < kM * (Dv / 2); e += stride) {
+    const int r = e / (Dv / 2), c = e % (Dv / 2);
+    if (m0 + r >= mb) break;
+    const int m = m0 + r, i = m / G, h = hkv * G + m % G;
+    *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
+    float* lp = lse_ptr(p, s, b, i, h);
+    if (lp && c == 0) *lp = -INFINITY;
+  }
+}
+
 __device__ __forceinline__ bool role_takes(int role, int mb) {
   return role == kAll || (role == kSmall ? mb <= kSmallRows : mb > kSmallRows);
 }

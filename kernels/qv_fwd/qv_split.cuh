@@ -58,14 +58,7 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
       for (int r = tid; r < C::kM && m0 + r < mb; r += C::kThreads)
         a.ws_lse[(int64_t)split * R + ((int64_t)b * p.heads_kv + hkv) * a.msmall + m0 + r] = -INFINITY;
     } else {
-      for (int e = tid; e < C::kM * (Dv / 2); e += C::kThreads) {
-        const int r = e / (Dv / 2), c = e % (Dv / 2);
-        if (m0 + r >= mb) break;
-        const int m = m0 + r, i = m / G, h = hkv * G + m % G;
-        *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
-        float* lp = lse_ptr(p, s, b, i, h);
-        if (lp && c == 0) *lp = -INFINITY;
-      }
+      zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
     }
     return;
   }

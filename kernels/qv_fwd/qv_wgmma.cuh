@@ -54,14 +54,7 @@ __global__ void __launch_bounds__(256, 1)
   const int kbeg = max(tlo, 0), kend = thi + 1;
   const int nblk = kend > kbeg ? (kend - kbeg + C::kN - 1) / C::kN : 0;
   if (nblk == 0) {   // no visible key for any row of the tile
-    for (int e = tid; e < C::kM * (Dv / 2); e += C::kThreads) {
-      const int r = e / (Dv / 2), c = e % (Dv / 2);
-      if (m0 + r >= mb) break;
-      const int m = m0 + r, i = m / G, h = hkv * G + m % G;
-      *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
-      float* lp = lse_ptr(p, s, b, i, h);
-      if (lp && c == 0) *lp = -INFINITY;
-    }
+    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
     return;
   }
   const bool has_qv = a.qv != nullptr;

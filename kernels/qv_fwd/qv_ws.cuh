@@ -343,14 +343,7 @@ __global__ void __launch_bounds__(384, 1)
   const int b = tl.b, hkv = tl.hkv, m0 = tl.m0, mb = tl.mb, kbeg = tl.kbeg, kend = tl.kend, nblk = tl.nblk;
   const Seq& s = tl.s;
   if (nblk == 0) {   // no visible key for any row of the tile: O = 0, lse = -inf
-    for (int e = tid - 128; e < C::kM * (Dv / 2); e += 256) {
-      const int r = e / (Dv / 2), c = e % (Dv / 2);
-      if (m0 + r >= mb) break;
-      const int m = m0 + r, i = m / G, h = hkv * G + m % G;
-      *reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + 2 * c) = 0u;
-      float* lp = lse_ptr(p, s, b, i, h);
-      if (lp && c == 0) *lp = -INFINITY;
-    }
+    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid - 128, 256);
     continue;
   }
   int rlo[2], rhi[2];
