@@ -134,6 +134,5 @@ def last_splits() -> int:
 def set_big_kernel(k: int) -> int:
     """Which kernel takes sequences of > 64 rows per KV head: 2 warp-specialized with K/V by TMA (default), 3 the
     same with K/V by cp.async, 4 / 5 the TMA form with warpgroup 1's overlap always / never (2 picks per shape),
-    6 the TMA form with persistent CTAs, 1 v18's wgmma form, 0 the mma.sync 64-row tiles (for A/B probes and
-    tests); returns the previous setting."""
+    1 v18's wgmma form, 0 the mma.sync 64-row tiles (for A/B probes and tests); returns the previous setting."""
     return int(_lib()[3](int(k)))

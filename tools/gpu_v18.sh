@@ -20,6 +20,7 @@
 #           ncu's source page of qv_ws on dv512
 #   s21b    (v21b: staged epilogue, skipped rescale) GPU tests, probe, fa3api rows, s08, ncu source page on dv512
 #   s21c    (v21c: persistent A/B, overlap off) GPU tests, probe, s08, FA3's output / varlen / kvcache tests
+#   s21d    (v21d = v21b's kernel, serial default) GPU tests, probe, the fa3api grid, serving s01-s09, FA3's tests
 #   ws2     the same kernel with the producer's coalesced mapping: qv GPU tests, the probe, s08, ncu on dv512 and
 #           s08's prefill chunks (tools/qv_ncu.py)
 #   final   the committed tree (qv kernel + host fast path): every attention GPU test, the fa3api grid, the host
@@ -183,6 +184,23 @@ case $mode in
     cut -c1-140 "$OUT/qv_probe.txt"
     log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
       --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
+      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  s21d)    # v21d (v21b's kernel, serial by default): GPU tests, the probe, the whole fa3api grid, serving s01-s09,
+           # FA3's output / varlen / kvcache tests with what is left
+    log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
+      tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/qvtests.txt" 2>&1
+    tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "qv probe"; timeout -k 5 "$(cap 100)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
+      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
     log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \

@@ -39,8 +39,7 @@ struct Args {
   int kps;                        // keys per split
   float* ws_o;                    // [nsplit][B * Hkv * msmall][Dv]
   float* ws_lse;                  // [nsplit][B * Hkv * msmall]
-  int compact;                    // qv_ws.cuh, varlen: the row-tile index walks the long sequences' tiles (find_tile)
-  int ws_tx, ws_tz;               // qv_ws.cuh: row tiles (x) and sequences (z, 1 when compact) of its work list
+  int compact;                    // qv_ws.cuh, varlen: blockIdx.x walks the long sequences' tiles (find_tile)
 };
 
 

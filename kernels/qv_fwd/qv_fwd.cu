@@ -146,9 +146,8 @@ static int launch_wg(const kseek_params* p, const Args& a, int tiles, cudaStream
 }
 
 // qv_ws: 1 = K/V blocks by TMA where the maps take the call (default), 0 = cp.async only (A/B);
-// warpgroup 1's intra-warpgroup overlap: 0 = CfgS::kOverlapAuto (default), 1 = always, 2 = never (A/B);
-// g_ws_pers: 1 = persistent CTAs, one per SM (A/B), 0 = one CTA per tile
-static int g_ws_tma = 1, g_ws_ovl = 0, g_ws_pers = 0;
+// warpgroup 1's intra-warpgroup overlap: 0 = CfgS::kOverlapAuto (default), 1 = always, 2 = never (A/B)
+static int g_ws_tma = 1, g_ws_ovl = 0;
 
 // The K and V maps of a qv_ws launch: 64-column boxes of 64 rows (dense, packed keys) or of
 // gcd(64, page_size) rows of one page (paged, page size a multiple of 8); tm.on = 0 where the driver
@@ -190,21 +189,15 @@ static int launch_ws(const kseek_params* p, const Args& a, int tiles, cudaStream
     QV_CK(cudaFuncSetAttribute(qv_attn_ws<T, Dv, QV, OVL>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     if (dev >= 0 && dev < 64) attr[dev] = true;
   }
-  // the work list (qv_ws.cuh tile_at): row tiles x KV heads x sequences; varlen: the long sequences' tiles
+  dim3 grid(tiles, p->heads_kv, p->batch);
   Args ac = a;
-  ac.ws_tx = tiles;
-  ac.ws_tz = p->batch;
-  if (p->cu_seqlens_q) {   // only the long sequences' tiles (find_tile); at most the sum over them of
-    // ceil(rows / 64) <= total rows / 64 + their count, their count <= total rows / 65
+  if (p->cu_seqlens_q) {   // varlen: only the long sequences' tiles get a CTA (find_tile); at most
+    // sum over them of ceil(rows / 64) <= total rows / 64 + their count, their count <= total rows / 65
     const int64_t rows = p->total_q * (p->heads_q / p->heads_kv);
     const int64_t bound = (rows + 63) / 64 + std::min<int64_t>(p->batch, rows / (kSmallRows + 1) + 1);
-    ac.ws_tx = (int)std::max<int64_t>(1, std::min<int64_t>((int64_t)tiles * p->batch, bound));
-    ac.ws_tz = 1;
+    grid = dim3((unsigned)std::max<int64_t>(1, std::min<int64_t>((int64_t)tiles * p->batch, bound)), p->heads_kv, 1);
     ac.compact = 1;
   }
-  const int64_t nwork = (int64_t)ac.ws_tx * p->heads_kv * ac.ws_tz;
-  // one CTA per work item, or (g_ws_pers) one per SM walking the list: the next tile's loads under this one's end
-  const dim3 grid((unsigned)(g_ws_pers ? std::min<int64_t>(nwork, sm_count()) : nwork));
   TmaKV tm;
   tma_maps(p, tm);
   if (!g_ws_tma) tm.on = 0;
@@ -271,20 +264,14 @@ extern "C" const char* kseek_qv_name(void) { return "qv_fwd (mma.sync split kern
 
 // Which kernel takes sequences of > 64 rows per KV head: 2 (default) the warp-specialized one (K/V by
 // TMA; warpgroup 1's overlap where CfgS::kOverlapAuto says), 3 the same with every K/V block by cp.async,
-// 4 and 5 the TMA form with the overlap always / never, 6 the TMA form with persistent CTAs (one per SM),
-// 1 v18's wgmma form, 0 the mma.sync 64-row tiles; for A/B probes (tools/qv_probe.py) and tests. Out of range
-// clamps to 0..6. Returns the previous setting.
+// 4 and 5 the TMA form with the overlap always / never, 1 v18's wgmma form, 0 the mma.sync 64-row tiles;
+// for A/B probes (tools/qv_probe.py) and tests. Out of range clamps to 0..5. Returns the previous setting.
 extern "C" int kseek_qv_set_big_kernel(int k) {
-  const int old = qv::g_big_kernel != 2 ? qv::g_big_kernel
-                  : !qv::g_ws_tma       ? 3
-                  : qv::g_ws_pers       ? 6
-                  : qv::g_ws_ovl        ? 3 + qv::g_ws_ovl
-                                        : 2;
-  k = k < 0 ? 0 : k > 6 ? 6 : k;
+  const int old = qv::g_big_kernel != 2 ? qv::g_big_kernel : !qv::g_ws_tma ? 3 : qv::g_ws_ovl ? 3 + qv::g_ws_ovl : 2;
+  k = k < 0 ? 0 : k > 5 ? 5 : k;
   qv::g_big_kernel = k >= 2 ? 2 : k;
   qv::g_ws_tma = k == 3 ? 0 : 1;
-  qv::g_ws_ovl = k == 4 || k == 5 ? k - 3 : 0;
-  qv::g_ws_pers = k == 6 ? 1 : 0;
+  qv::g_ws_ovl = k >= 4 ? k - 3 : 0;
   return old;
 }
 

@@ -17,8 +17,6 @@
 //     runs a value dim over 256; with OVL (an A/B form since v21: CfgS::kOverlapAuto) it issues S(i), then
 //     P V of block i - 1, and runs the softmax of block i while that P V is on the tensor cores (v20);
 //   warpgroup 2 (PV): per block, O[:, Dv/2:] *= alpha, += P V with P read from shared memory.
-// Work: a list of 64-row tiles, longest first (tile_at); one CTA per tile, or persistent CTAs that walk it
-// (the rings and q's phase run on across tiles; q is reloaded once warpgroup 1's S of the last tile is done).
 // Named barrier 1: P and alpha of a block are ready (S -> PV); 2: the P buffer is free again (PV -> S).
 // A K stage is free once S is done (mbarrier `kempty`, one arrive per warpgroup-1 warp), a V stage once
 // both consumers' P V wgmmas that read it completed (`vempty`, one arrive per consumer warp). Rows past
@@ -78,8 +76,8 @@ struct CfgS {
   static constexpr int kOffP = kOffV + kVStages * kVStage;
   static constexpr int kOffAlpha = kOffP + kP;            // float[64]: this block's rescale factor per row
   static constexpr int kOffL = kOffAlpha + kM * 4;        // float[64]: the final row sums
-  static constexpr int kOffBar = kOffL + kM * 4;          // qfull, kfull[], kempty[], vfull[], vempty[], qempty
-  static constexpr int kSmem = kOffBar + 8 * (2 + 2 * kKStages + 2 * kVStages) + 1024;
+  static constexpr int kOffBar = kOffL + kM * 4;          // qfull, kfull[], kempty[], vfull[], vempty[]
+  static constexpr int kSmem = kOffBar + 8 * (1 + 2 * kKStages + 2 * kVStages) + 1024;
   static constexpr int kNB = Dv / 256;                    // n128 wgmmas per consumer per k16 step of P V
   static constexpr int kWgChunk = Dv / 128;               // 64-column V chunks per consumer
   // warpgroup 1's intra-warpgroup overlap (P V(i - 1) under softmax(i)) holds V(i - 1) through block i: with
@@ -91,72 +89,57 @@ struct CfgS {
   static_assert(kSmem <= 227 * 1024, "shared memory");
 };
 
-// Varlen: tile c is the c-th 64-row tile of the sequences with more than kSmallRows rows (the split kernel
-// takes the others), sequence by sequence, each sequence's last (causal: longest) tile first. So there are
-// ~total rows / 64 tiles, not batch x the longest sequence's tiles: in a serving step of 2 prefill chunks and
-// 128 decodes, 16k of which 16k would only look up their sequence. One warp scans the batch's row counts, 32
-// sequences at a time (no shared memory, no CTA barrier: each role's warps look their tiles up on their own,
-// at their own pace). False: no tile c.
+// Varlen: CTA c takes the c-th 64-row tile of the sequences with more than kSmallRows rows (the split kernel
+// takes the others), sequence by sequence, each sequence's last (causal: longest) tile first. So the grid is
+// ~total rows / 64 CTAs, not batch x the longest sequence's tiles: in a serving step of 2 prefill chunks and
+// 128 decodes, 16k CTAs of which 16k would only look up their sequence and exit. All threads of the CTA scan
+// the batch's row counts, blockDim.x sequences at a time (scratch: 18 ints of shared memory). False: no tile.
 template <int kM>
-__device__ __forceinline__ bool find_tile(const kseek_params& p, int G, int c, int& b, int& m0) {
-  const int lane = threadIdx.x & 31;
+__device__ __forceinline__ bool find_tile(const kseek_params& p, int G, int c, int* scratch, int& b, int& m0) {
+  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5, nw = blockDim.x >> 5;
   int base = 0;   // tiles of the sequences before this round
-  for (int b0 = 0; b0 < p.batch; b0 += 32) {
-    const int bb = b0 + lane;
+  for (int b0 = 0; b0 < p.batch; b0 += blockDim.x) {
+    const int bb = b0 + tid;
     int cnt = 0;
     if (bb < p.batch) {
       const int mbb = (p.cu_seqlens_q[bb + 1] - p.cu_seqlens_q[bb]) * G;
       cnt = mbb > kSmallRows ? (mbb + kM - 1) / kM : 0;
     }
-    int v = cnt;   // inclusive scan over the warp
+    int v = cnt;   // inclusive scan over the warp, then over the warps' sums
 #pragma unroll
     for (int o = 1; o < 32; o <<= 1) {
       const int n = __shfl_up_sync(0xffffffffu, v, o);
       if (lane >= o) v += n;
     }
-    const int hi = base + v;
-    const unsigned hit = __ballot_sync(0xffffffffu, cnt && c >= hi - cnt && c < hi);
-    if (hit) {
-      const int src = __ffs(hit) - 1;
-      b = __shfl_sync(0xffffffffu, bb, src);
-      m0 = __shfl_sync(0xffffffffu, hi - 1 - c, src) * kM;   // the sequence's tiles last first
+    if (tid == 0) scratch[16] = -1;
+    if (lane == 31) scratch[warp] = v;
+    __syncthreads();
+    int before = 0, total = 0;
+    for (int w = 0; w < nw; ++w) {
+      const int x = scratch[w];
+      before += w < warp ? x : 0;
+      total += x;
+    }
+    const int hi = base + before + v, lo = hi - cnt;
+    if (cnt && c >= lo && c < hi) {   // exactly one thread
+      scratch[16] = bb;
+      scratch[17] = hi - 1 - c;      // the sequence's tiles last first
+    }
+    __syncthreads();
+    const int found = scratch[16], tile = scratch[17];
+    __syncthreads();                 // scratch is rewritten by the next round (and later by the kernel)
+    if (found >= 0) {
+      b = found;
+      m0 = tile * kM;
       return true;
     }
-    base += __shfl_sync(0xffffffffu, v, 31);
+    base += total;
     if (base > c) break;
   }
   return false;
 }
 
-// One tile of a qv_ws launch: work item w of tiles_x * Hkv * tiles_z, the row tile slowest (w = x Hkv tz +
-// y tz + z) so that the longest tiles (x = 0: the last rows; causal: the most keys) come first across every
-// head and sequence; varlen (compact): x walks find_tile's list, tz = 1.
-struct Tile {
-  int b, hkv, m0, mb, kbeg, kend, nblk;
-  Seq s;
-};
-template <int kM, int kN>
-__device__ __forceinline__ bool tile_at(const kseek_params& p, const Args& a, int w, Tile& tl) {
-  const int tz = a.ws_tz, H = p.heads_kv;
-  const int x = w / (H * tz);
-  tl.hkv = (w / tz) % H;
-  tl.b = w % tz;
-  tl.m0 = (a.ws_tx - 1 - x) * kM;
-  if (a.compact && !find_tile<kM>(p, a.G, x, tl.b, tl.m0)) return false;
-  tl.s = seq_of(p, tl.b);
-  tl.mb = tl.s.sq * a.G;
-  if (!role_takes(a.role, tl.mb) || tl.m0 >= tl.mb) return false;
-  int tlo, thi, dummy;
-  row_range(p, tl.s, tl.m0 / a.G, tlo, dummy);
-  row_range(p, tl.s, (min(tl.m0 + kM, tl.mb) - 1) / a.G, dummy, thi);
-  tl.kbeg = max(tlo, 0);
-  tl.kend = thi + 1;
-  tl.nblk = tl.kend > tl.kbeg ? (tl.kend - tl.kbeg + kN - 1) / kN : 0;
-  return true;
-}
-
-constexpr int kProducerRegs = 56, kConsumerRegs = 224;   // 128 * 56 + 256 * 224 <= 64K registers (the persistent
-                                                         // producer spilled at 40)
+constexpr int kProducerRegs = 40, kConsumerRegs = 232;   // 128 * 40 + 256 * 232 <= 64K registers
 
 template <typename T, int Dv, bool QV, bool OVL>
 __global__ void __launch_bounds__(384, 1)
@@ -183,18 +166,27 @@ __global__ void __launch_bounds__(384, 1)
   auto vpar = [&](int blk) { return (uint32_t)((blk / C::kVStages) & 1); };
   auto kslot = [&](int blk) { return sbase + C::kOffK + (uint32_t)((blk % C::kKStages) * C::kKStage); };
   auto vslot = [&](int blk) { return sbase + C::kOffV + (uint32_t)((blk % C::kVStages) * C::kVStage); };
-  // the [q, qv] tile is free again (warpgroup 1's last S of a tile done): the producer may load the next
-  const uint32_t bar_qempty = sbase + C::kOffBar + 8 * (1 + 2 * C::kKStages + 2 * C::kVStages);
   const int tid = threadIdx.x, t = tid & 127;
   const int wg = __shfl_sync(0xffffffffu, tid >> 7, 0);   // warp-uniform as far as the compiler knows
+  const int hkv = blockIdx.y;
   const int G = a.G;
-  // Persistent: CTA c takes work items c, c + gridDim.x, ... (tile_at: longest first); every role walks the
-  // same list on its own. The rings' block counters and the [q, qv] tile's phase run on across tiles, so the
-  // producer loads the next tile's q and first K/V blocks while the consumers finish this one.
-  const int nwork = a.ws_tx * p.heads_kv * a.ws_tz;
+  int b = blockIdx.z, m0 = (gridDim.x - 1 - blockIdx.x) * C::kM;   // the last (causal: longest) row tiles first
+  if (a.compact && !find_tile<C::kM>(p, G, blockIdx.x, reinterpret_cast<int*>(s_alpha), b, m0)) return;
+  const Seq s = seq_of(p, b);
+  const int mb = s.sq * G;
+  if (!role_takes(a.role, mb)) return;
+  if (m0 >= mb) return;
+  int tlo, thi, dummy;
+  row_range(p, s, m0 / G, tlo, dummy);
+  row_range(p, s, (min(m0 + C::kM, mb) - 1) / G, dummy, thi);
+  const int kbeg = max(tlo, 0), kend = thi + 1;
+  const int nblk = kend > kbeg ? (kend - kbeg + C::kN - 1) / C::kN : 0;
+  if (nblk == 0) {   // no visible key for any row of the tile
+    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
+    return;
+  }
   if (tid == 0) {
     fa3::mbar_init(bar_q, 128);
-    fa3::mbar_init(bar_qempty, 4);     // warpgroup 1's warps, after a tile's last S
     for (int st = 0; st < C::kKStages; ++st) {
       fa3::mbar_init(kfull(st), 1);
       fa3::mbar_init(kempty(st), 4);   // warpgroup 1's warps, once S is done
@@ -211,20 +203,6 @@ __global__ void __launch_bounds__(384, 1)
     // ---- producer ---------------------------------------------------------------------------------
     fa3::setmaxnreg_dec<kProducerRegs>();
     const int row = t >> 1, half = t & 1;   // cp.async: thread pair (2r, 2r + 1) copies row r
-    const T* K = (const T*)p.k;
-    const T* V = (const T*)p.v;
-    if (t == 0 && tm.on) {
-      fa3::prefetch_tmap(&tm.k);
-      fa3::prefetch_tmap(&tm.v);
-    }
-    int gb = 0, nq = 0;   // blocks loaded so far (the rings' counter), tiles loaded so far (q's phase)
-    for (int w = blockIdx.x; w < nwork; w += gridDim.x) {
-    Tile tl;
-    if (!tile_at<C::kM, C::kN>(p, a, w, tl) || tl.nblk == 0) continue;
-    const int b = tl.b, hkv = tl.hkv, m0 = tl.m0, mb = tl.mb, kbeg = tl.kbeg, kend = tl.kend, nblk = tl.nblk;
-    const Seq& s = tl.s;
-    if (nq > 0) fa3::mbar_wait(bar_qempty, (nq - 1) & 1);   // the previous tile's S is done with q
-    ++nq;
     {
       const int m = m0 + row;
       const bool ok = m < mb;
@@ -248,7 +226,13 @@ __global__ void __launch_bounds__(384, 1)
       }
       cp_mbar_arrive(bar_q);
     }
+    const T* K = (const T*)p.k;
+    const T* V = (const T*)p.v;
     const int32_t* pages = p.page_table ? p.page_table + (int64_t)b * p.page_table_stride : nullptr;
+    if (t == 0 && tm.on) {
+      fa3::prefetch_tmap(&tm.k);
+      fa3::prefetch_tmap(&tm.v);
+    }
     // the TMA coordinates of the box of keys jb + q .. (a paged cache: its page and row in the page)
     auto box_at = [&](int j, int& row_k, int& batch) {
       row_k = j;
@@ -261,9 +245,8 @@ __global__ void __launch_bounds__(384, 1)
         batch = 0;
       }
     };
-    for (int i = 0; i < nblk; ++i, ++gb) {
-      const int blk = gb;                  // ring position
-      const int jb = kbeg + i * C::kN;     // the block's first key
+    for (int blk = 0; blk < nblk; ++blk) {
+      const int jb = kbeg + blk * C::kN;   // the block's first key
       // TMA for a whole block whose boxes stay inside one page each; cp.async for the rest (the last,
       // partial block: rows past the keys' end are zeros, not whatever the cache holds there)
       const bool by_tma = tm.on && jb + C::kN <= kend && (!pages || (jb + s.lp) % tm.box == 0);
@@ -314,7 +297,6 @@ __global__ void __launch_bounds__(384, 1)
         fa3::mbar_arrive(vfull(blk));
       }
     }
-    }
     cp_wait<0>();
     return;
   }
@@ -323,29 +305,6 @@ __global__ void __launch_bounds__(384, 1)
   const bool is_s = wg == 1;
   const uint32_t sP = sbase + C::kOffP;
   const int r0 = fa3::acc_row(t, 0);
-  // this consumer's V columns: chunks wg' * kWgChunk .. of the V stage
-  const int vchunk0 = is_s ? 0 : C::kWgChunk;
-  float o[C::kNB][64];
-  const int lane = t & 31;
-  auto release = [&](uint32_t bar) {
-    __syncwarp();
-    if (lane == 0) fa3::mbar_arrive(bar);
-  };
-
-  // the staged epilogue needs a V stage no load will reach: a CTA with one tile only (not persistent)
-  const bool o16 = gridDim.x >= nwork && ((uintptr_t)p.o & 15) == 0 && (p.o_row_stride & 7) == 0 &&
-                   (p.o_head_stride & 7) == 0 && (p.cu_seqlens_q || (p.o_batch_stride & 7) == 0);
-  int gb = 0, nq = 0;   // blocks consumed so far (the rings' counter), tiles so far (q's phase)
-  if (!is_s) fa3::named_bar_arrive(2, 256);   // the P buffer starts free
-  for (int w = blockIdx.x; w < nwork; w += gridDim.x) {
-  Tile tl;
-  if (!tile_at<C::kM, C::kN>(p, a, w, tl)) continue;
-  const int b = tl.b, hkv = tl.hkv, m0 = tl.m0, mb = tl.mb, kbeg = tl.kbeg, kend = tl.kend, nblk = tl.nblk;
-  const Seq& s = tl.s;
-  if (nblk == 0) {   // no visible key for any row of the tile: O = 0, lse = -inf
-    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid - 128, 256);
-    continue;
-  }
   int rlo[2], rhi[2];
   bool rvalid[2];
 #pragma unroll
@@ -359,16 +318,27 @@ __global__ void __launch_bounds__(384, 1)
       rhi[u] = -1;
     }
   }
+  // this consumer's V columns: chunks wg' * kWgChunk .. of the V stage
+  const int vchunk0 = is_s ? 0 : C::kWgChunk;
+  float o[C::kNB][64];
 #pragma unroll
   for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
     for (int i = 0; i < 64; ++i) o[nb][i] = 0.f;
+  const int lane = t & 31;
+  auto release = [&](uint32_t bar) {
+    __syncwarp();
+    if (lane == 0) fa3::mbar_arrive(bar);
+  };
+
   // O[:, col0 : col0 + Dv/2] / l of the warpgroup's 64 rows (both warpgroups' epilogue); lse where mr is given.
   // With 16-byte aligned output rows (o16), through shared memory `stg` (64 rows x Dv bytes, 16-byte units
   // XOR-swizzled by row: conflict-free both ways), then 16-byte stores of whole row segments (a warp writes 512
   // contiguous bytes at Dv 512); the accumulators' own layout gives 4-byte stores of 16 contiguous bytes per
   // row (8 rows per warp instruction), which held the LSU in v21's first profile (13.9% of samples on STG).
   // Else those 4-byte stores. bar: this warpgroup's named barrier (128 threads).
+  const bool o16 = ((uintptr_t)p.o & 15) == 0 && (p.o_row_stride & 7) == 0 && (p.o_head_stride & 7) == 0 &&
+                   (p.cu_seqlens_q || (p.o_batch_stride & 7) == 0);
   auto store_o = [&](const float (&l)[2], int col0, const float* mr, uint32_t stg, int bar) {
     float inv[2];
 #pragma unroll
@@ -425,7 +395,7 @@ __global__ void __launch_bounds__(384, 1)
   };
   // the epilogue's staging: the V stage of block nblk (that of block nblk - kVStages, done by both consumers
   // and by the producer), warpgroup 1 in its first half, warpgroup 2 in its second (64 x Dv bytes each)
-  const uint32_t stg = vslot(gb + nblk) + (is_s ? 0u : (uint32_t)(C::kM * Dv));
+  const uint32_t stg = vslot(nblk) + (is_s ? 0u : (uint32_t)(C::kM * Dv));
 
   if (is_s) {
     // ---- warpgroup 1: S, softmax, P -> shared memory, O[:, :Dv/2] ----------------------------------
@@ -442,7 +412,7 @@ __global__ void __launch_bounds__(384, 1)
     const bool convert = capped || !(p.scale > 0.f);
     const float mul = convert ? 1.f : p.scale * kLog2e;
     auto issue_pv = [&](int blk, uint32_t (&pp)[4][4]) {
-      const uint32_t vs = vslot(gb + blk);
+      const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -456,15 +426,15 @@ __global__ void __launch_bounds__(384, 1)
     // V(blk) landed (with qv S(blk) waited for it already)
     auto wait_v = [&](int blk) {
       if constexpr (!QV) {
-        fa3::mbar_wait(vfull(gb + blk), vpar(gb + blk));
+        fa3::mbar_wait(vfull(blk), vpar(blk));
         fa3::fence_proxy_async_smem();
       }
     };
     auto issue_s = [&](int blk) {
-      fa3::mbar_wait(kfull(gb + blk), kpar(gb + blk));
-      if constexpr (QV) fa3::mbar_wait(vfull(gb + blk), vpar(gb + blk));
+      fa3::mbar_wait(kfull(blk), kpar(blk));
+      if constexpr (QV) fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();   // cp.async wrote through the generic proxy; wgmma reads through the async one
-      const uint32_t ks_ = kslot(blk), vs = vslot(gb + blk);
+      const uint32_t ks_ = kslot(blk), vs = vslot(blk);
       uint32_t qbase = sbase;
       asm volatile("" : "+r"(qbase));   // opaque here: Q's 4 * kQChunks descriptors are not hoisted out of
                                         // the loop into registers (72 with qv at Dv 512: spills)
@@ -555,7 +525,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int i = 0; i < 64; ++i) o[nb][i] *= alpha[(i >> 1) & 1];
     };
     float alpha[2];
-    fa3::mbar_wait(bar_q, nq & 1);
+    fa3::mbar_wait(bar_q, 0);
     if constexpr (OVL) {
       // block i > 0 with P(i - 1) in `prev`; P(i) goes to `next` (the two arrays swap roles every block:
       // a copy would let ptxas merge them and serialize the wgmmas on writes to an in-flight operand)
@@ -565,19 +535,19 @@ __global__ void __launch_bounds__(384, 1)
         issue_pv(blk - 1, prev);          // P V(i - 1) runs under this block's softmax
         fa3::wgmma_wait<1>();             // S(i) done: K(i) is free
         fa3::fence_regs(sacc);
-        release(kempty(gb + blk));
+        release(kempty(blk));
         softmax(blk, alpha, next);
         fa3::wgmma_wait<0>();             // P V(i - 1) done: V(i - 1) is free (for this warpgroup), O rescaled
 #pragma unroll
         for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
         fa3::fence_regs(prev);
-        release(vempty(gb + blk - 1));
+        release(vempty(blk - 1));
         rescale(alpha);
       };
       issue_s(0);   // block 0: O is still zero, nothing to overlap
       fa3::wgmma_wait<0>();
       fa3::fence_regs(sacc);
-      release(kempty(gb + 0));
+      release(kempty(0));
       softmax(0, alpha, pa);
       int blk = 1;
       for (; blk + 1 < nblk; blk += 2) {
@@ -597,13 +567,13 @@ __global__ void __launch_bounds__(384, 1)
       for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
       fa3::fence_regs(pa);
       fa3::fence_regs(pn);
-      release(vempty(gb + nblk - 1));
+      release(vempty(nblk - 1));
     } else {
       for (int blk = 0; blk < nblk; ++blk) {
         issue_s(blk);
         fa3::wgmma_wait<0>();             // S(i) done: K(i) is free
         fa3::fence_regs(sacc);
-        release(kempty(gb + blk));
+        release(kempty(blk));
         softmax(blk, alpha, pa);
         rescale(alpha);
         wait_v(blk);
@@ -612,11 +582,10 @@ __global__ void __launch_bounds__(384, 1)
 #pragma unroll
         for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
         fa3::fence_regs(pa);
-        release(vempty(gb + blk));
+        release(vempty(blk));
       }
     }
 
-    release(bar_qempty);   // q is free for the next tile
     // epilogue: O[:, :Dv/2] / l and lse
 #pragma unroll
     for (int u = 0; u < 2; ++u) {
@@ -626,23 +595,19 @@ __global__ void __launch_bounds__(384, 1)
     store_o(lsum, 0, mrow, stg, 4);
   } else {
     // ---- warpgroup 2: O[:, Dv/2:] += P V with P from shared memory ---------------------------------
-    float l2[2];
+    fa3::named_bar_arrive(2, 256);   // the P buffer starts free
     for (int blk = 0; blk < nblk; ++blk) {
-      fa3::named_bar_sync(1, 256);   // P and alpha of this block (and the row sums with the last)
-      fa3::mbar_wait(vfull(gb + blk), vpar(gb + blk));
+      fa3::named_bar_sync(1, 256);   // P and alpha of this block
+      fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();
       const float al0 = s_alpha[r0], al1 = s_alpha[r0 + 8];
-      if (blk == nblk - 1) {   // read before the P-free arrive: the next tile's last softmax rewrites them
-        l2[0] = s_l[r0];
-        l2[1] = s_l[r0 + 8];
-      }
       if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {   // as warpgroup 1's rescale
 #pragma unroll
         for (int nb = 0; nb < C::kNB; ++nb)
 #pragma unroll
           for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
       }
-      const uint32_t vs = vslot(gb + blk);
+      const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk)
@@ -655,16 +620,12 @@ __global__ void __launch_bounds__(384, 1)
       fa3::wgmma_wait<0>();
 #pragma unroll
       for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
-      fa3::named_bar_arrive(2, 256);   // P buffer and alpha free (the last one: for the next tile, or
-                                       // matched by warpgroup 1 after its last tile)
-      release(vempty(gb + blk));
+      if (blk + 1 < nblk) fa3::named_bar_arrive(2, 256);   // P buffer and alpha free
+      release(vempty(blk));
     }
+    const float l2[2] = {s_l[r0], s_l[r0 + 8]};
     store_o(l2, Dv / 2, nullptr, stg, 5);
   }
-  gb += nblk;
-  ++nq;
-  }
-  if (is_s) fa3::named_bar_sync(2, 256);   // warpgroup 2's P-free arrive after its last block
 }
 
 }  // namespace qv

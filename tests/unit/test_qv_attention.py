@@ -80,13 +80,12 @@ def test_takes_only_what_the_kernel_computes():
     v, qv = torch.zeros(1, 9, 4, 512, dtype=torch.bfloat16), torch.zeros(1, 2, 4, 512, dtype=torch.bfloat16)
     assert not qv_attention.takes(q, k, v, qv)        # CPU tensors: the reference answers the concatenated call
     assert not qv_attention.takes(q, k, v, None)
-    # the A/B switch: 2 (warp-specialized, TMA) by default, 3 its cp.async form, 4 / 5 its overlap always / never, 6 persistent,
+    # the A/B switch: 2 (warp-specialized, TMA) by default, 3 its cp.async form, 4 / 5 its overlap always / never,
     # each setting read back, out-of-range values clamped
     assert qv_attention.set_big_kernel(1) == 2 and qv_attention.set_big_kernel(0) == 1
-    assert qv_attention.set_big_kernel(7) == 0 and qv_attention.set_big_kernel(3) == 6
-    assert qv_attention.set_big_kernel(4) == 3 and qv_attention.set_big_kernel(5) == 4
-    assert qv_attention.set_big_kernel(-1) == 5 and qv_attention.set_big_kernel(2) == 0
-    assert qv_attention.set_big_kernel(2) == 2
+    assert qv_attention.set_big_kernel(7) == 0 and qv_attention.set_big_kernel(3) == 5
+    assert qv_attention.set_big_kernel(4) == 3 and qv_attention.set_big_kernel(-1) == 4
+    assert qv_attention.set_big_kernel(2) == 0 and qv_attention.set_big_kernel(2) == 2
 
 
 def test_cpu_call_takes_the_concatenated_route_and_matches_the_reference():
