@@ -179,6 +179,19 @@ __device__ __forceinline__ float* lse_ptr(const kseek_params& p, const Seq& s, i
                         : p.lse + (int64_t)b * p.lse_batch_stride + (int64_t)h * p.lse_head_stride + i;
 }
 
+// The keys [lo, hi) a 64-row tile (rows m0 .. min(m0 + kM, mb) - 1, G rows per query) reads, clipped to
+// [k0, k1), and its kN-key blocks from lo
+template <int kM, int kN>
+__device__ __forceinline__ int tile_keys(const kseek_params& p, const Seq& s, int G, int m0, int mb, int64_t k0,
+                                         int64_t k1, int& lo, int& hi) {
+  int tlo, thi, dummy;
+  row_range(p, s, m0 / G, tlo, dummy);
+  row_range(p, s, (min(m0 + kM, mb) - 1) / G, dummy, thi);
+  lo = (int)max((int64_t)tlo, k0);
+  hi = (int)min((int64_t)thi + 1, k1);
+  return hi > lo ? (hi - lo + kN - 1) / kN : 0;
+}
+
 // O = 0 and lse = -inf for the rows m0 .. min(m0 + kM, mb) - 1 of a tile that sees no key (Dv columns);
 // the calling threads take 16-bit pairs first, first + stride, ...
 template <typename T, int kM, int Dv>

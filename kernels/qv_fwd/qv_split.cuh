@@ -44,13 +44,9 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
   if (m0 >= mb) return;
 
   // keys this CTA reads: the tile's visible range within its split
-  int tlo, thi, dummy;
-  row_range(p, s, m0 / G, tlo, dummy);
-  row_range(p, s, (min(m0 + C::kM, mb) - 1) / G, dummy, thi);
   const int ks = split * a.kps;
-  const int kbeg = max(tlo, ks);
-  const int kend = (int)min((int64_t)thi + 1, (int64_t)ks + a.kps);
-  const int nblk = kend > kbeg ? (kend - kbeg + kN - 1) / kN : 0;
+  int kbeg, kend;
+  const int nblk = tile_keys<C::kM, kN>(p, s, G, m0, mb, ks, (int64_t)ks + a.kps, kbeg, kend);
 
   if (nblk == 0) {   // no visible key in this split: nothing to read
     if (a.nsplit > 1) {   // the merge skips a split whose lse is -inf; its O is never read

@@ -48,11 +48,8 @@ __global__ void __launch_bounds__(256, 1)
   if (!role_takes(a.role, mb)) return;
   const int m0 = blockIdx.x * C::kM;
   if (m0 >= mb) return;
-  int tlo, thi, dummy;
-  row_range(p, s, m0 / G, tlo, dummy);
-  row_range(p, s, (min(m0 + C::kM, mb) - 1) / G, dummy, thi);
-  const int kbeg = max(tlo, 0), kend = thi + 1;
-  const int nblk = kend > kbeg ? (kend - kbeg + C::kN - 1) / C::kN : 0;
+  int kbeg, kend;
+  const int nblk = tile_keys<C::kM, C::kN>(p, s, G, m0, mb, 0, INT32_MAX, kbeg, kend);
   if (nblk == 0) {   // no visible key for any row of the tile
     zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
     return;
