@@ -328,6 +328,17 @@ __global__ void __launch_bounds__(384, 1)
     if (lane == 0) fa3::mbar_arrive(bar);
   };
 
+  // O *= alpha (a0: the thread's first row, a1: its second), skipped where no row of the warp changed its max
+  // (alpha exactly 1): 128 FMULs per thread per block at Dv 512, the kernel's most executed instruction in v21's
+  // first profile; both consumers, each on its half of O
+  auto rescale = [&](float a0, float a1) {
+    if (!__any_sync(0xffffffffu, a0 != 1.f || a1 != 1.f)) return;
+#pragma unroll
+    for (int nb = 0; nb < C::kNB; ++nb)
+#pragma unroll
+      for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? a1 : a0;
+  };
+
   // O[:, col0 : col0 + Dv/2] / l of the warpgroup's 64 rows (both warpgroups' epilogue); lse where mr is given.
   // With 16-byte aligned output rows (o16), through shared memory `stg` (64 rows x Dv bytes, 16-byte units
   // XOR-swizzled by row: conflict-free both ways), then 16-byte stores of whole row segments (a warp writes 512
@@ -512,15 +523,6 @@ __global__ void __launch_bounds__(384, 1)
       fa3::fence_proxy_async_smem();   // P is read by warpgroup 2's wgmma (async proxy)
       fa3::named_bar_arrive(1, 256);
     };
-    // O *= alpha, skipped where no row of the warp changed its max (alpha exactly 1): 128 FMULs per thread
-    // per block at Dv 512, the kernel's most executed instruction in v21's first profile
-    auto rescale = [&](const float (&alpha)[2]) {
-      if (!__any_sync(0xffffffffu, alpha[0] != 1.f || alpha[1] != 1.f)) return;
-#pragma unroll
-      for (int nb = 0; nb < C::kNB; ++nb)
-#pragma unroll
-        for (int i = 0; i < 64; ++i) o[nb][i] *= alpha[(i >> 1) & 1];
-    };
     float alpha[2];
     fa3::mbar_wait(bar_q, 0);
     if constexpr (OVL) {
@@ -539,7 +541,7 @@ __global__ void __launch_bounds__(384, 1)
         for (int nb = 0; nb < C::kNB; ++nb) fa3::fence_regs(o[nb]);
         fa3::fence_regs(prev);
         release(vempty(blk - 1));
-        rescale(alpha);
+        rescale(alpha[0], alpha[1]);
       };
       issue_s(0);   // block 0: O is still zero, nothing to overlap
       fa3::wgmma_wait<0>();
@@ -572,7 +574,7 @@ __global__ void __launch_bounds__(384, 1)
         fa3::fence_regs(sacc);
         release(kempty(blk));
         softmax(blk, alpha, pa);
-        rescale(alpha);
+        rescale(alpha[0], alpha[1]);
         wait_v(blk);
         issue_pv(blk, pa);
         fa3::wgmma_wait<0>();             // P V(i) done: V(i) is free (for this warpgroup)
@@ -598,12 +600,7 @@ __global__ void __launch_bounds__(384, 1)
       fa3::mbar_wait(vfull(blk), vpar(blk));
       fa3::fence_proxy_async_smem();
       const float al0 = s_alpha[r0], al1 = s_alpha[r0 + 8];
-      if (__any_sync(0xffffffffu, al0 != 1.f || al1 != 1.f)) {   // as warpgroup 1's rescale
-#pragma unroll
-        for (int nb = 0; nb < C::kNB; ++nb)
-#pragma unroll
-          for (int i = 0; i < 64; ++i) o[nb][i] *= ((i >> 1) & 1) ? al1 : al0;
-      }
+      rescale(al0, al1);
       const uint32_t vs = vslot(blk);
       fa3::wgmma_fence();
 #pragma unroll
