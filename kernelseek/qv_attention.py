@@ -136,3 +136,13 @@ def set_big_kernel(k: int) -> int:
     same with K/V by cp.async, 4 / 5 the TMA form with warpgroup 1's overlap always / never (2 picks per shape),
     1 v18's wgmma form, 0 the mma.sync 64-row tiles (for A/B probes and tests); returns the previous setting."""
     return int(_lib()[3](int(k)))
+
+
+def set_split_stages(s: int) -> int:
+    """The split kernel's K/V stages where its grid has at most one CTA per SM: 3 (default) or 2 (v21's form),
+    for A/B probes; returns the previous setting."""
+    from . import helper_lib
+    _lib()                                    # the ABI check
+    f = helper_lib.load(KERNEL).kseek_qv_set_split_stages
+    f.argtypes, f.restype = [ctypes.c_int], ctypes.c_int
+    return int(f(int(s)))

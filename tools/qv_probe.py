@@ -5,7 +5,8 @@
 Rows: the fa3api grid's qv_mla_decode; s08's decode part alone (128 decodes, paged 64, 1k-8k keys); s08's
 prefill part alone (two 512-token chunks over 2k and 8k keys, causal); the grid's dv512 and dv256_d64 (D 64
 without qv). Decode rows run with num_splits 0 (the kernel's choice) and a few forced counts (forcing X
-launches exactly what the choice X would); long rows with the warp-specialized kernel (/ws), its cp.async
+launches exactly what the choice X would; /s2: the split kernel with v21's two K/V stages where its grid has at
+most one CTA per SM, three being the default); long rows with the warp-specialized kernel (/ws), its cp.async
 form (/ws-cp), its overlap forced on (/ws-ovl; off, /ws-ser, is the default), and with --all v18's wgmma form (/wg), the
 mma.sync 64-row form (/mma) and, without qv, the route before the qv kernel took them (/old: q/k padded, V
 split). Each is checked against the reference once, timed per call and by CUDA-graph replay
@@ -51,29 +52,33 @@ def main(argv=None) -> int:
           f"{'x call':>8}{'x grph':>8}")
     for row, splits in rows():
         long = "prefill" in row["name"] or not G.decode_shaped(row)
-        variants = [(ns, 2, True) for ns in splits]
+        variants = [(ns, 2, True, 3) for ns in splits]
         if long:   # the long-sequence kernels A/B; without qv also the route before the qv kernel took it
-            variants += [(0, 3, True), (0, 4, True)]
+            variants += [(0, 3, True, 3), (0, 4, True, 3)]
             if a.all:
-                variants += [(0, 1, True), (0, 0, True)] + ([(0, 2, False)] if not row.get("qv") else [])
-        for ns, big, plain in variants:
+                variants += [(0, 1, True, 3), (0, 0, True, 3)] + ([(0, 2, False, 3)] if not row.get("qv") else [])
+        else:      # the split kernel's stages A/B at the kernel's split choice
+            variants += [(0, 2, True, 2)]
+        for ns, big, plain, stages in variants:
             r = dict(row, num_splits=ns)
             qv_attention.set_big_kernel(big)
+            qv_attention.set_split_stages(stages)
             qv_attention.PLAIN = plain
             call = G.make_call(r)
             chk = G.check(call)
             used = qv_attention.last_splits()
             res = {**r, "cache_seqlens": None, **chk, **G.bench(call, a.reps), "splits_used": used,
-                   "big_kernel": NAMES[big], "plain": plain}
+                   "big_kernel": NAMES[big], "plain": plain, "split_stages": stages}
             res.update(G.speeds(r, res))
             res["speed"] = res["base_ms"] / res["ours_ms"] if res.get("base_ms") else None
             out.append(res)
-            tag = row["name"] + ("" if not long else "/" + NAMES[big] + ("" if plain else "/old"))
+            tag = row["name"] + ("" if not long else "/" + NAMES[big] + ("" if plain else "/old")) + ("/s2" if stages == 2 else "")
             print(f"{tag:<20}{ns:>7}{used:>6}{'y' if chk['ok'] else 'N':>4}{res['ours_ms']:>9.4f}"
                   f"{res['ours_graph_ms'] or float('nan'):>8.4f}{res.get('base_ms') or float('nan'):>8.4f}"
                   f"{res.get('base_graph_ms') or float('nan'):>8.4f}{res.get('speed') or float('nan'):>8.3f}"
                   f"{res.get('graph_speed') or float('nan'):>8.3f}  {chk['paths']}", flush=True)
     qv_attention.set_big_kernel(2)
+    qv_attention.set_split_stages(3)
     qv_attention.PLAIN = True
     if a.json:
         with open(a.json, "w") as f:

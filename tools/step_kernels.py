@@ -10,6 +10,8 @@ time (events, median) and the gap (graph time minus the kernels' sum: launch lat
 between dependent kernels inside the graph).
 
     python tools/step_kernels.py [ROW_REGEX]        (serving rows; default ^s01; GPU machine only)
+    python tools/step_kernels.py --fa3api ROW_REGEX (fa3api rows: one FA3-interface call per graph, ours
+                                                     and FlashAttention-3's where it takes the call)
 """
 import re
 import statistics
@@ -90,5 +92,29 @@ def main(pattern: str = "^s01") -> int:
     return 0
 
 
+def main_fa3api(pattern: str) -> int:
+    """The same for fa3api rows (kernelseek/grids/fa3api.yaml): each row's call, bound as the grid times it."""
+    from kernelseek import fa3api_grid as F
+    init = getattr(getattr(torch.profiler, "_utils", None), "_init_for_cuda_graphs", None)
+    if init is not None:
+        init()
+    hooks = FlushHooks(torch.device("cuda"))
+    for row in F.load_rows():
+        if not re.search(pattern, row["name"]):
+            continue
+        call = F.make_call(row)
+        kv = call.caches() if row["fn"] == "kvcache" else None
+        print(f"{row['name']}:")
+        report("ours", call.bound(caches=kv), hooks)
+        fn, why = F.fa3_callable(call)
+        if fn is None:
+            print(f"  fa3: not run: {why}")
+        else:
+            report("fa3", fn, hooks)
+    return 0
+
+
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--fa3api"]:
+        sys.exit(main_fa3api(sys.argv[2] if len(sys.argv) > 2 else "."))
     sys.exit(main(*sys.argv[1:]))

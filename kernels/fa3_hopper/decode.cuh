@@ -38,14 +38,17 @@ constexpr int kMaxSplits = 256;
 
 // D = head dim of Q and K, Dv = head dim of V and O: D == Dv in {64, 128, 256}, and (192, 128) only
 // in the KSEEK_FA3_DECODE_DV=1 build (DeepSeek-style; NOTES v13g).
-template <int D, int Dv = D>
+// kDeep: the deep ring (splitkv_deep), for grids of at most one CTA per SM (an explicit num_splits, few
+// sequences): twice the stages in flight per warp (hd64 8, hd128 6), 1 CTA per SM by shared memory.
+template <int D, int Dv = D, bool kDeep = false>
 struct Cfg {
   static constexpr int kDv = Dv;
   static_assert((D == Dv && (D == 64 || D == 128 || D == 256)) || (fa3::build::kDecodeDv && D == 192 && Dv == 128),
                 "head dims");
   // (192, 128): 4 stages of 10 KiB, 166.5 KiB per CTA, 1 CTA per SM: 3 stages in flight per warp,
   // 120 KiB per SM, as hd128 (2 CTAs x 4 warps x 2 x 8 KiB) and hd256 (4 warps x 2 x 16 KiB)
-  static constexpr int kStages = (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
+  static constexpr int kStages = kDeep ? (D == 64 ? 8 : 6) : (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
+  static_assert(!kDeep || (D == Dv && D <= 128), "deep ring: hd64 and hd128 only");
   static constexpr int kRowB = D * 2;                     // bytes of one K/Q row in smem
   static constexpr int kChunks = D / 8;                   // 16-byte chunks per K/Q row
   static constexpr int kChunksV = Dv / 8;                 // 16-byte chunks per V row
@@ -174,12 +177,10 @@ __device__ __forceinline__ bool seq_q(const Args& a, int b, SeqQ& s) {
 // ------------------------------------------------------------------------------------------------
 // Main kernel
 // ------------------------------------------------------------------------------------------------
-// DV_: empty (Dv = D: the default build's kernels, their names and code as before), or one value,
-// the V head dim ((192, 128) in the KSEEK_FA3_DECODE_DV build). K tiles are D wide, V tiles and O Dv.
-template <typename T, int D, int... DV_>
-__global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
-  using C = Cfg<D, DV_...>;
-  constexpr int Dv = C::kDv;
+// The body of splitkv_kernel (kDeep false) and splitkv_deep (true).
+template <typename T, int D, int Dv, bool kDeep>
+__device__ __forceinline__ void splitkv_body(const Args& a) {
+  using C = Cfg<D, Dv, kDeep>;
   constexpr int S = C::kStages;
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
@@ -535,6 +536,18 @@ __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
   }
 }
 
+// DV_: empty (Dv = D: the default build's kernels, their names as before), or one value, the V head dim
+// ((192, 128) in the KSEEK_FA3_DECODE_DV build). K tiles are D wide, V tiles and O Dv.
+template <typename T, int D, int... DV_>
+__global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
+  splitkv_body<T, D, Cfg<D, DV_...>::kDv, false>(a);
+}
+// The deep ring (Cfg::kDeep): launched instead when the grid has at most one CTA per SM (launch()).
+template <typename T, int D>
+__global__ void __launch_bounds__(kThreads, 1) splitkv_deep(const Args a) {
+  splitkv_body<T, D, D, true>(a);
+}
+
 // ------------------------------------------------------------------------------------------------
 // Combine kernel: one warp per output row (b, h, m); lane owns D/32 consecutive elements. D here is
 // the O row width, the V head dim Dv (combine_kernel<T, 128> serves (192, 128) as well).
@@ -567,24 +580,46 @@ __global__ void __launch_bounds__(128) combine_kernel(const Args a) {
   if (mx != -INFINITY) {  // the row saw at least one key in some split
     const float sink = a.sinks ? __ldg(a.sinks + hq) : -INFINITY;
     const float mtot = fmaxf(mx, sink);
+    // Lane l holds the weight exp(lse - mtot) of splits l, l + 32, ... (0: an empty split, whose O is never
+    // read). The partials are read kB splits at a time, every load issued before the first is used (the
+    // weights are in registers, so no load waits on another).
+    constexpr int kB = E <= 4 ? 8 : 4;
     float sum = 0.f;
-    for (int s = lane; s < ns; s += 32) sum += expf(a.ws_lse[(int64_t)s * a.R + row] - mtot);
+    for (int s0 = 0; s0 < ns; s0 += 32) {
+      const int sl = s0 + lane;
+      const float ls = sl < ns ? a.ws_lse[(int64_t)sl * a.R + row] : -INFINITY;
+      const float wl = ls == -INFINITY ? 0.f : expf(ls - mtot);
+      sum += wl;
+      const int n = min(32, ns - s0);
+      for (int j0 = 0; j0 < n; j0 += kB) {
+        float wj[kB];
+        float2 x[kB][E / 2];
+#pragma unroll
+        for (int j = 0; j < kB; ++j) {
+          wj[j] = __shfl_sync(0xffffffffu, wl, (j0 + j) & 31);
+          if (j0 + j >= n) wj[j] = 0.f;
+          const float* src = a.ws_o + ((int64_t)(s0 + j0 + j) * a.R + row) * D + lane * E;
+#pragma unroll
+          for (int e = 0; e < E / 2; ++e)
+            x[j][e] = wj[j] != 0.f ? *reinterpret_cast<const float2*>(src + 2 * e) : make_float2(0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < kB; ++j) {
+#pragma unroll
+          for (int e = 0; e < E / 2; ++e) {
+            acc[2 * e] += wj[j] * x[j][e].x;
+            acc[2 * e + 1] += wj[j] * x[j][e].y;
+          }
+        }
+      }
+    }
 #pragma unroll
     for (int off = 16; off; off >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, off);
     if (a.sinks) sum += expf(sink - mtot);
     lse = mtot + logf(sum);
-    for (int s = 0; s < ns; ++s) {
-      const float ls = a.ws_lse[(int64_t)s * a.R + row];
-      if (ls == -INFINITY) continue;  // empty split (its O is 0)
-      const float wgt = expf(ls - lse);
-      const float* src = a.ws_o + ((int64_t)s * a.R + row) * D + lane * E;
+    const float inv = 1.f / sum;
 #pragma unroll
-      for (int e = 0; e < E; e += 2) {
-        const float2 x = *reinterpret_cast<const float2*>(src + e);
-        acc[e] += wgt * x.x;
-        acc[e + 1] += wgt * x.y;
-      }
-    }
+    for (int e = 0; e < E; ++e) acc[e] *= inv;
   }
 #pragma unroll
   for (int e = 0; e < E; e += 2) reinterpret_cast<uint32_t*>(dst)[e / 2] = pack2<fa3::is_f16<T>>(acc[e], acc[e + 1]);
@@ -1133,6 +1168,21 @@ inline int prepare(int dev) {
   return n;
 }
 
+// splitkv_deep's shared-memory attribute, once per device; false where it is refused.
+template <typename T, int D>
+inline bool prepare_deep(int dev) {
+  static bool done[kMaxDev] = {false};
+  if (dev < 0 || dev >= kMaxDev) return false;
+  if (done[dev]) return true;
+  if (cudaFuncSetAttribute(splitkv_deep<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                           Cfg<D, D, true>::kSmem) != cudaSuccess) {
+    cudaGetLastError();
+    return false;
+  }
+  done[dev] = true;
+  return true;
+}
+
 #if KSEEK_FA3_DECODE_FP8
 // The same for the fp8 kernel.
 template <int D>
@@ -1386,7 +1436,14 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     splitkv_f8_kernel<D><<<(unsigned)nblk, kThreads, Cfg8<D>::kSmem, stream>>>(a, ds);
 #endif
   } else {
-    kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
+    // At most one CTA per SM (an explicit num_splits, a few sequences): each SM holds one CTA whatever the
+    // ring, so the deep ring (twice the bytes in flight per warp) costs no occupancy there.
+    bool deep = false;
+    if constexpr (D == Dv && D <= 128) {
+      deep = nblk <= sms_or_default(dev) && prepare_deep<T, D>(dev);
+      if (deep) splitkv_deep<T, D><<<(unsigned)nblk, kThreads, Cfg<D, D, true>::kSmem, stream>>>(a);
+    }
+    if (!deep) kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
   }
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   if (ns == 1) return KSEEK_OK;

@@ -109,25 +109,38 @@ static int check(const kseek_params* p, const void* qv, int64_t qv_bs, int64_t q
   return KSEEK_OK;
 }
 
+// The split kernel's stages where its grid has at most one CTA per SM: 3 (default) or 2 (A/B,
+// kseek_qv_set_split_stages).
+static int g_split_stages = 3;
+
 #define QV_CK(x)                                    \
   do {                                              \
     if ((x) != cudaSuccess) return KSEEK_ERR_CUDA;  \
   } while (0)
 
-template <typename T, int Dv, int kRG>
-static int launch_attn(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
-  using C = Cfg<Dv, kRG>;
+template <typename T, int Dv, int kRG, int kS>
+static int launch_attn_s(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
+  using C = Cfg<Dv, kRG, kS>;
   static bool attr[64] = {false};   // per instantiation and device; setting it twice is harmless
   int dev = 0;
   QV_CK(cudaGetDevice(&dev));
   if (dev < 0 || dev >= 64 || !attr[dev]) {
-    QV_CK(cudaFuncSetAttribute(qv_attn<T, Dv, kRG>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
+    QV_CK(cudaFuncSetAttribute(qv_attn<T, Dv, kRG, kS>, cudaFuncAttributeMaxDynamicSharedMemorySize, C::kSmem));
     if (dev >= 0 && dev < 64) attr[dev] = true;
   }
   dim3 grid(tiles, p->heads_kv, p->batch * a.nsplit);
-  qv_attn<T, Dv, kRG><<<grid, C::kThreads, C::kSmem, st>>>(*p, a);
+  qv_attn<T, Dv, kRG, kS><<<grid, C::kThreads, C::kSmem, st>>>(*p, a);
   QV_CK(cudaGetLastError());
   return KSEEK_OK;
+}
+
+// The split kernel: 16-row tiles (kRG 1) with three K/V stages where the grid has at most one CTA per SM
+// (the 2-stage form fits two per SM; one alone waits out each block's load), else two.
+template <typename T, int Dv, int kRG>
+static int launch_attn(const kseek_params* p, const Args& a, int tiles, cudaStream_t st) {
+  const int64_t ctas = (int64_t)tiles * p->heads_kv * p->batch * a.nsplit;
+  if (kRG == 1 && g_split_stages != 2 && ctas <= sm_count()) return launch_attn_s<T, Dv, 1, 3>(p, a, tiles, st);
+  return launch_attn_s<T, Dv, kRG, 2>(p, a, tiles, st);
 }
 
 template <typename T, int Dv>
@@ -272,6 +285,14 @@ extern "C" int kseek_qv_set_big_kernel(int k) {
   qv::g_big_kernel = k >= 2 ? 2 : k;
   qv::g_ws_tma = k == 3 ? 0 : 1;
   qv::g_ws_ovl = k >= 4 ? k - 3 : 0;
+  return old;
+}
+
+// The split kernel's K/V stages where its grid has at most one CTA per SM: 3 (default) or 2 (v21's); for
+// A/B probes. Returns the previous setting.
+extern "C" int kseek_qv_set_split_stages(int s) {
+  const int old = qv::g_split_stages;
+  qv::g_split_stages = s == 2 ? 2 : 3;
   return old;
 }
 

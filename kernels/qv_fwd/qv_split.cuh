@@ -5,7 +5,8 @@
 
 namespace qv {
 
-template <int Dv, int kRG>
+// kS: K/V stages in the ring (2; 3 for grids of at most one CTA per SM, launch_attn).
+template <int Dv, int kRG, int kS = 2>
 struct Cfg {
   static constexpr int kM = 16 * kRG;
   static constexpr int kThreads = 128 * kRG;
@@ -14,7 +15,7 @@ struct Cfg {
   static constexpr int kKTile = kN * kD * 2;            // 4 KiB
   static constexpr int kStage = kKTile + kN * kVRowB;   // K tile then V tile
   static constexpr int kOffStage = kM * kQRowB;         // Q first
-  static constexpr int kOffS = kOffStage + 2 * kStage;  // partial S tiles: [kRG][4][16][kSPad] floats
+  static constexpr int kOffS = kOffStage + kS * kStage; // partial S tiles: [kRG][4][16][kSPad] floats
   static constexpr int kSmem = kOffS + kRG * 4 * 16 * kSPad * 4;
   static constexpr int kCols = Dv / 4;                  // O columns per warp
   static constexpr int kNT = kCols / 8;                 // n8 tiles of O per warp
@@ -24,11 +25,11 @@ struct Cfg {
 
 
 // ---- the attention kernel ------------------------------------------------------------------------------
-// grid (row tiles, Hkv, B * nsplit), block 128 * kRG.
-template <typename T, int Dv, int kRG>
-__global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
+// grid (row tiles, Hkv, B * nsplit), block 128 * kRG; kS stages (Cfg).
+template <typename T, int Dv, int kRG, int kS = 2>
+__global__ void __launch_bounds__(128 * kRG, kRG == 1 && kS == 2 ? 2 : 1)
     qv_attn(const __grid_constant__ kseek_params p, const __grid_constant__ Args a) {
-  using C = Cfg<Dv, kRG>;
+  using C = Cfg<Dv, kRG, kS>;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int rg = warp >> 2, cq = warp & 3;        // row group, column quarter
@@ -119,8 +120,12 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
     for (int c = lcol; c < Dv / 8; c += C::kTPR) cp16(st + C::kKTile + swz(lrow, c, C::kVRowB), vp + c * 8, ok);
   };
 
-  load_block(0, 0);
-  cp_commit();
+  // prologue: blocks 0 .. kS-2 (the first group holds the Q tile too); one group per block, empty past nblk
+#pragma unroll
+  for (int t = 0; t < kS - 1; ++t) {
+    if (t < nblk) load_block(t, t);
+    cp_commit();
+  }
 
   float o[C::kNT][4];
 #pragma unroll
@@ -132,15 +137,11 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 ? 2 : 1)
   const uint32_t qrow_base = sbase + (uint32_t)(rg * 16) * C::kQRowB;
 
   for (int blk = 0; blk < nblk; ++blk) {
-    if (blk + 1 < nblk) {
-      load_block(blk + 1, (blk + 1) & 1);
-      cp_commit();
-      cp_wait<1>();
-    } else {
-      cp_wait<0>();
-    }
+    if (blk + kS - 1 < nblk) load_block(blk + kS - 1, (blk + kS - 1) % kS);   // its stage was freed by the
+    cp_commit();                                                               // previous block's last barrier
+    cp_wait<kS - 1>();
     __syncthreads();
-    const uint32_t st = sbase + C::kOffStage + (blk & 1) * C::kStage;
+    const uint32_t st = sbase + C::kOffStage + (blk % kS) * C::kStage;
     const uint32_t sv = st + C::kKTile;
 
     // partial S over this warp's dims: qv . v (columns cq*kCols ..), then q . k (dims 16 cq ..)
@@ -306,18 +307,38 @@ __global__ void __launch_bounds__(128) qv_combine(const __grid_constant__ kseek_
   for (int u = 0; u < kPer; ++u) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.f;
   float den = 0.f;
   if (mx != -INFINITY) {
-    for (int sp = 0; sp < a.nsplit; ++sp) {
-      const float ls = a.ws_lse[sp * R + row];
-      if (ls == -INFINITY) continue;
-      const float w = __expf(ls - mx);
-      den += w;
-      const float* src = a.ws_o + (sp * R + row) * Dv;
+    // lane l holds the weight of splits l, l + 32, ... (0: an empty split, whose O is never read); the
+    // partials are read kB splits at a time, every load issued before the first is used
+    constexpr int kB = 4;
+    for (int s0 = 0; s0 < a.nsplit; s0 += 32) {
+      const int sl = s0 + lane;
+      const float ls = sl < a.nsplit ? a.ws_lse[sl * R + row] : -INFINITY;
+      const float wl = ls == -INFINITY ? 0.f : __expf(ls - mx);
+      den += wl;
+      const int n = min(32, a.nsplit - s0);
+      for (int j0 = 0; j0 < n; j0 += kB) {
+        float wj[kB];
+        float4 x[kB][kPer];
 #pragma unroll
-      for (int u = 0; u < kPer; ++u) {
-        const float4 x = *reinterpret_cast<const float4*>(src + u * 128 + lane * 4);
-        acc[u][0] += w * x.x; acc[u][1] += w * x.y; acc[u][2] += w * x.z; acc[u][3] += w * x.w;
+        for (int j = 0; j < kB; ++j) {
+          wj[j] = __shfl_sync(0xffffffffu, wl, (j0 + j) & 31);
+          if (j0 + j >= n) wj[j] = 0.f;
+          const float* src = a.ws_o + ((s0 + j0 + j) * R + row) * Dv + lane * 4;
+#pragma unroll
+          for (int u = 0; u < kPer; ++u)
+            x[j][u] = wj[j] != 0.f ? *reinterpret_cast<const float4*>(src + u * 128) : make_float4(0.f, 0.f, 0.f, 0.f);
+        }
+#pragma unroll
+        for (int j = 0; j < kB; ++j) {
+#pragma unroll
+          for (int u = 0; u < kPer; ++u) {
+            acc[u][0] += wj[j] * x[j][u].x; acc[u][1] += wj[j] * x[j][u].y;
+            acc[u][2] += wj[j] * x[j][u].z; acc[u][3] += wj[j] * x[j][u].w;
+          }
+        }
       }
     }
+    for (int off = 16; off > 0; off >>= 1) den += __shfl_xor_sync(0xffffffffu, den, off);
   }
   const float inv = den > 0.f ? 1.f / den : 0.f;
 #pragma unroll

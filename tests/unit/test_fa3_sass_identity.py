@@ -1,6 +1,7 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v16's (kernels/fa3_hopper/sass_v16.json: session 16's ABI 3 put attention_chunk into every
-attention kernel; below, v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
+holds equals v22's (kernels/fa3_hopper/sass_v22.json: session 22's split-KV combine and deep-ring decode;
+below, v16 -> v22 compared from the references. Before: sass_v16.json, session 16's ABI 3 put attention_chunk into every
+attention kernel; v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
 and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
 6 kernels to v13's 85, from commit aa20ca6, unchanged; both checked below from the references alone), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
 issue 19's proof that the split into parts changed no machine code). Up to symbol names and addresses
@@ -27,8 +28,8 @@ REPO = Path(__file__).resolve().parents[2]
 ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
-    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v16.json",
-                   0, 101),
+    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v22.json",
+                   0, 105),
     "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v16.json", 0, 10),
 }
 
@@ -152,3 +153,23 @@ def test_v16_keeps_every_static_prefill_kernel_and_adds_hd64_dynamic_ones():
             continue
         old, new = v15[k]["resources"], v16[k]["resources"]
         assert all(old.get(x) == new.get(x) for x in ("REG", "LOCAL", "STACK")), (k, old, new)
+
+
+def test_v22_changes_only_the_split_kv_decode():
+    """v22 (session 22): the combine reads several splits' partials at a time (the 6 combine_kernel differ), the
+    split-KV kernel's body became a device function shared with the deep-ring form (the hd64, hd128 and
+    (192, 128) splitkv_kernel differ in SASS with the same resources; hd256's and the fp8 ones do not) and 4
+    splitkv_deep (hd64 / hd128, bf16 / fp16) are new; v16's other 89 kernels (every prefill, page copy and list
+    kernel among them) keep their SASS byte for byte."""
+    v16, rows, by = _compare_references(16, 22)
+    assert sorted(by) == ["differs", "only new", "same"], sorted(by)
+    assert len(by["same"]) == 89 and sorted(re.sub(r"\(.*", "", k) for k in by["same"] if "splitkv_" in k) == [
+        "void splitkv_f8_kernel<128>", "void splitkv_f8_kernel<256>", "void splitkv_f8_kernel<64>",
+        "void splitkv_kernel<__half, 256>", "void splitkv_kernel<__nv_bfloat16, 256>"]
+    assert sorted(re.sub(r"<.*", "", k) for k in by["differs"]) == ["void combine_kernel"] * 6 + ["void splitkv_kernel"] * 6
+    assert sorted(re.sub(r"\(.*", "", k) for k in by["only new"]) == sorted(
+        f"void splitkv_deep<{t}, {d}>" for t in ("__half", "__nv_bfloat16") for d in (64, 128))
+    v22 = json.loads((kb.REPO_KERNELS / "fa3_hopper" / "sass_v22.json").read_text())["kernels"]
+    for k in by["differs"]:
+        if "splitkv_kernel" in k:
+            assert v16[k]["resources"] == v22[k]["resources"], (k, v16[k]["resources"], v22[k]["resources"])
