@@ -4,6 +4,8 @@
 #   s22   GPU tests (qv, fast path, fa3api, attention API), the whole fa3api grid, the rows under 0.8x kernel by
 #         kernel in graph replay (tools/step_kernels.py --fa3api), the qv probe, hopper correctness, serving
 #         s01-s09 against FA3 with what is left
+#   s22b  (v22b: the deep ring by bulk copies, qv_combine a CTA per row) GPU tests with the deep ring's own, the
+#         grid, step kernels, the qv probe, hopper correctness, FA3's kvcache and output tests with what is left
 #   grid  the fa3api grid twice (the rows judged per call move with the host) and the step kernels
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v22.sh s22
 set -uo pipefail
@@ -35,6 +37,22 @@ case $mode in
     log "serving"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  s22b)    # v22b: the deep ring by bulk copies, qv_combine one CTA per row: GPU tests (the deep ring's own too), the
+           # fa3api grid, step kernels, the qv probe, hopper correctness, FA3's kvcache tests (num_splits, small
+           # batches: the deep ring) and output tests with what is left
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+      tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
+      > "$OUT/gputests.txt" 2>&1
+    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    grid ""
+    steps
+    log "qv probe"; timeout -k 5 "$(cap 70)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+    cut -c1-140 "$OUT/qv_probe.txt"
+    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    log "FA3 kvcache / output tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_kvcache test_flash_attn_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -16 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   grid)
     grid 1

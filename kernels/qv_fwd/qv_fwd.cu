@@ -249,7 +249,7 @@ static int run(const kseek_params* p, Args a, const Plan& pl, cudaStream_t st) {
       // programmatic dependent launch: the merge's launch overlaps the splits' tail (griddepcontrol
       // in both kernels); a plain launch where the attribute is refused
       cudaLaunchConfig_t cfg = {};
-      cfg.gridDim = dim3((unsigned)((R + 3) / 4));
+      cfg.gridDim = dim3((unsigned)R);   // qv_combine: one CTA per row
       cfg.blockDim = dim3(128);
       cfg.stream = st;
       cudaLaunchAttribute at[1];

@@ -280,14 +280,27 @@ __global__ void __launch_bounds__(128 * kRG, kRG == 1 && kS == 2 ? 2 : 1)
   }
 }
 
-// ---- merge of the key splits: one warp per row --------------------------------------------------------
+// ---- merge of the key splits: one CTA per row, each warp a quarter of its Dv columns ----------------------
+// kE = Dv / 128 consecutive floats per lane (4 or 2), loaded as one float4 / float2.
+template <int kE>
+__device__ __forceinline__ void ld_part(const float* src, bool on, float (&x)[kE]) {
+  if constexpr (kE == 4) {
+    const float4 v = on ? *reinterpret_cast<const float4*>(src) : make_float4(0.f, 0.f, 0.f, 0.f);
+    x[0] = v.x; x[1] = v.y; x[2] = v.z; x[3] = v.w;
+  } else {
+    const float2 v = on ? *reinterpret_cast<const float2*>(src) : make_float2(0.f, 0.f);
+    x[0] = v.x; x[1] = v.y;
+  }
+}
+
 template <typename T, int Dv>
 __global__ void __launch_bounds__(128) qv_combine(const __grid_constant__ kseek_params p,
                                                   const __grid_constant__ Args a) {
   asm volatile("griddepcontrol.wait;\n" ::: "memory");   // launched early (PDL): wait for the splits' writes
-  const int lane = threadIdx.x & 31;
+  constexpr int kE = Dv / 128;
+  const int lane = threadIdx.x & 31, wq = threadIdx.x >> 5;
   const int64_t R = (int64_t)p.batch * p.heads_kv * a.msmall;
-  const int64_t row = (int64_t)blockIdx.x * 4 + (threadIdx.x >> 5);
+  const int64_t row = blockIdx.x;
   if (row >= R) return;
   const int m = (int)(row % a.msmall);
   const int hkv = (int)((row / a.msmall) % p.heads_kv);
@@ -299,17 +312,15 @@ __global__ void __launch_bounds__(128) qv_combine(const __grid_constant__ kseek_
   for (int sp = lane; sp < a.nsplit; sp += 32) mx = fmaxf(mx, a.ws_lse[sp * R + row]);
   for (int off = 16; off > 0; off >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
   const int i = m / a.G, h = hkv * a.G + m % a.G;
-  T* op = out_ptr<T>(p, s, b, i, h);
-  float* lp = lse_ptr(p, s, b, i, h);
-  constexpr int kPer = Dv / 128;   // float4 groups per lane
-  float acc[kPer][4];
+  const int col = wq * (Dv / 4) + lane * kE;
+  float acc[kE];
 #pragma unroll
-  for (int u = 0; u < kPer; ++u) acc[u][0] = acc[u][1] = acc[u][2] = acc[u][3] = 0.f;
+  for (int e = 0; e < kE; ++e) acc[e] = 0.f;
   float den = 0.f;
   if (mx != -INFINITY) {
     // lane l holds the weight of splits l, l + 32, ... (0: an empty split, whose O is never read); the
     // partials are read kB splits at a time, every load issued before the first is used
-    constexpr int kB = 4;
+    constexpr int kB = 8;
     for (int s0 = 0; s0 < a.nsplit; s0 += 32) {
       const int sl = s0 + lane;
       const float ls = sl < a.nsplit ? a.ws_lse[sl * R + row] : -INFINITY;
@@ -317,37 +328,28 @@ __global__ void __launch_bounds__(128) qv_combine(const __grid_constant__ kseek_
       den += wl;
       const int n = min(32, a.nsplit - s0);
       for (int j0 = 0; j0 < n; j0 += kB) {
-        float wj[kB];
-        float4 x[kB][kPer];
+        float wj[kB], x[kB][kE];
 #pragma unroll
         for (int j = 0; j < kB; ++j) {
           wj[j] = __shfl_sync(0xffffffffu, wl, (j0 + j) & 31);
           if (j0 + j >= n) wj[j] = 0.f;
-          const float* src = a.ws_o + ((s0 + j0 + j) * R + row) * Dv + lane * 4;
-#pragma unroll
-          for (int u = 0; u < kPer; ++u)
-            x[j][u] = wj[j] != 0.f ? *reinterpret_cast<const float4*>(src + u * 128) : make_float4(0.f, 0.f, 0.f, 0.f);
+          ld_part<kE>(a.ws_o + ((s0 + j0 + j) * R + row) * Dv + col, wj[j] != 0.f, x[j]);
         }
 #pragma unroll
         for (int j = 0; j < kB; ++j) {
 #pragma unroll
-          for (int u = 0; u < kPer; ++u) {
-            acc[u][0] += wj[j] * x[j][u].x; acc[u][1] += wj[j] * x[j][u].y;
-            acc[u][2] += wj[j] * x[j][u].z; acc[u][3] += wj[j] * x[j][u].w;
-          }
+          for (int e = 0; e < kE; ++e) acc[e] += wj[j] * x[j][e];
         }
       }
     }
     for (int off = 16; off > 0; off >>= 1) den += __shfl_xor_sync(0xffffffffu, den, off);
   }
   const float inv = den > 0.f ? 1.f / den : 0.f;
+  uint32_t* dst = reinterpret_cast<uint32_t*>(out_ptr<T>(p, s, b, i, h) + col);   // 4-byte aligned (even strides)
 #pragma unroll
-  for (int u = 0; u < kPer; ++u) {
-    uint32_t* dst = reinterpret_cast<uint32_t*>(op + u * 128 + lane * 4);   // 4-byte aligned (even strides)
-    dst[0] = pack<T>(acc[u][0] * inv, acc[u][1] * inv);
-    dst[1] = pack<T>(acc[u][2] * inv, acc[u][3] * inv);
-  }
-  if (lp && lane == 0) *lp = den > 0.f ? mx + logf(den) : -INFINITY;
+  for (int e = 0; e < kE; e += 2) dst[e / 2] = pack<T>(acc[e] * inv, acc[e + 1] * inv);
+  float* lp = lse_ptr(p, s, b, i, h);
+  if (lp && threadIdx.x == 0) *lp = den > 0.f ? mx + logf(den) : -INFINITY;
 }
 
 
