@@ -23,17 +23,23 @@ steps() {
   log "step kernels"; timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api "$STEPS" > "$OUT/step_kernels.txt" 2>&1
   cut -c1-130 "$OUT/step_kernels.txt" | head -90
 }
+probe_and_hopper() {   # the qv probe, then the hopper grid's correctness
+  log "qv probe"; timeout -k 5 "$(cap 70)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+  cut -c1-140 "$OUT/qv_probe.txt"
+  log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+}
+rows_and_steps() {     # the GPU tests' summary, the whole grid, the step kernels
+  tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+  grid ""
+  steps
+}
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   s22)
     log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py > "$OUT/gputests.txt" 2>&1
-    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    grid ""
-    steps
-    log "qv probe"; timeout -k 5 "$(cap 70)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    rows_and_steps
+    probe_and_hopper
     log "serving"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
@@ -44,12 +50,8 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
       tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
       > "$OUT/gputests.txt" 2>&1
-    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    grid ""
-    steps
-    log "qv probe"; timeout -k 5 "$(cap 70)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    rows_and_steps
+    probe_and_hopper
     log "FA3 kvcache / output tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_kvcache test_flash_attn_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
