@@ -6,6 +6,8 @@
 #         s01-s09 against FA3 with what is left
 #   s22b  (v22b: the deep ring by bulk copies, qv_combine a CTA per row) GPU tests with the deep ring's own, the
 #         grid, step kernels, the qv probe, hopper correctness, FA3's kvcache and output tests with what is left
+#   s22c  (v22c: 8-warp wide decode, qv splits >= 64 keys, varlen sections by mean keys) GPU tests, the grid
+#         twice, step kernels, the qv probe, hopper correctness, FA3's kvcache and varlen tests with what is left
 #   grid  the fa3api grid twice (the rows judged per call move with the host) and the step kernels
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v22.sh s22
 set -uo pipefail
@@ -54,6 +56,19 @@ case $mode in
     probe_and_hopper
     log "FA3 kvcache / output tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_kvcache test_flash_attn_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  s22c)    # v22c: the wide decode (8 warps), qv splits of >= 64 keys, varlen sections by mean keys: GPU tests, the
+           # grid twice (per-call rows move with the host), step kernels, the qv probe, hopper correctness, FA3's
+           # kvcache and varlen tests with what is left
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+      tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
+    rows_and_steps
+    grid 2
+    probe_and_hopper
+    log "FA3 kvcache / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_kvcache test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   grid)

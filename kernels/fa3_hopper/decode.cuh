@@ -38,35 +38,33 @@ constexpr int kMaxSplits = 256;
 
 // D = head dim of Q and K, Dv = head dim of V and O: D == Dv in {64, 128, 256}, and (192, 128) only
 // in the KSEEK_FA3_DECODE_DV=1 build (DeepSeek-style; NOTES v13g).
-// kDeep: the deep ring (splitkv_deep), for grids of at most one CTA per SM (an explicit num_splits, few
-// sequences): twice the stages in flight per warp (hd64 8, hd128 6), 1 CTA per SM by shared memory.
+// kDeep: the wide form (splitkv_deep), for grids of at most one CTA per SM (an explicit num_splits, few
+// sequences): 8 warps instead of 4, each with the usual ring, 1 CTA per SM by shared memory (v22: 4 warps
+// with twice the stages gained only 14% there; 8 warps halve each warp's serial chain of chunks).
 template <int D, int Dv = D, bool kDeep = false>
 struct Cfg {
   static constexpr int kDv = Dv;
+  static constexpr int kW = kDeep ? 2 * kWarps : kWarps;  // warps per CTA
   static_assert((D == Dv && (D == 64 || D == 128 || D == 256)) || (fa3::build::kDecodeDv && D == 192 && Dv == 128),
                 "head dims");
   // (192, 128): 4 stages of 10 KiB, 166.5 KiB per CTA, 1 CTA per SM: 3 stages in flight per warp,
   // 120 KiB per SM, as hd128 (2 CTAs x 4 warps x 2 x 8 KiB) and hd256 (4 warps x 2 x 16 KiB)
-  static constexpr int kStages = kDeep ? (D == 64 ? 8 : 6) : (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
-  static_assert(!kDeep || (D == Dv && D <= 128), "deep ring: hd64 and hd128 only");
+  static constexpr int kStages = (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
+  static_assert(!kDeep || (D == Dv && D <= 128), "wide form: hd64 and hd128 only");
   static constexpr int kRowB = D * 2;                     // bytes of one K/Q row in smem
-  // the deep ring's K/V rows: one bulk copy per row, so no XOR swizzle; a 16-byte pad per row keeps the 8
-  // rows an ldmatrix reads in 8 different bank groups instead
-  static constexpr int kPitch = kDeep ? D * 2 + 16 : D * 2;
   static constexpr int kChunks = D / 8;                   // 16-byte chunks per K/Q row
   static constexpr int kChunksV = Dv / 8;                 // 16-byte chunks per V row
-  static constexpr int kTile = kKeys * kPitch;            // one K tile of a stage (the V tile follows)
-  static constexpr int kTileV = kDeep ? kTile : kKeys * Dv * 2;  // one V tile
+  static constexpr int kTile = kKeys * kRowB;             // one K tile of a stage (the V tile follows)
+  static constexpr int kTileV = kKeys * Dv * 2;           // one V tile
   static constexpr int kStage = kTile + kTileV;           // K tile then V tile
-  static constexpr int kRing = kWarps * kStages * kStage; // all warps' rings
+  static constexpr int kRing = kW * kStages * kStage;     // all warps' rings
   static constexpr int kQ = kRows * kRowB;                // the Q tile
   static constexpr int kOPad = Dv + 4;                    // floats per row of the merge buffer
-  static constexpr int kMerge = kWarps * kRows * kOPad * 4;
+  static constexpr int kMerge = kW * kRows * kOPad * 4;
   static_assert(kMerge <= kRing, "merge buffer reuses the ring");
   static constexpr int kOffQ = kRing;
   static constexpr int kOffStat = kOffQ + kQ;             // m[kWarps][16], l[kWarps][16]
-  static constexpr int kOffBar = kOffStat + 2 * kWarps * kRows * 4;  // deep: an mbarrier per warp and stage
-  static constexpr int kSmem = kOffBar + (kDeep ? kWarps * kStages * 8 : 0);
+  static constexpr int kSmem = kOffStat + 2 * kW * kRows * 4;
   static constexpr bool kQReg = D <= 128 || D != Dv;      // Q fragments held in registers (192: 48)
 };
 
@@ -186,6 +184,7 @@ template <typename T, int D, int Dv, bool kDeep>
 __device__ __forceinline__ void splitkv_body(const Args& a) {
   using C = Cfg<D, Dv, kDeep>;
   constexpr int S = C::kStages;
+  constexpr int kWarps = C::kW, kThreads = 32 * C::kW;   // (the namespace's 4 and 128 unless deep)
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
 
@@ -261,40 +260,10 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
   const int64_t vhead = (int64_t)h * a.v_hs + (lane & 7) * 8;
   const int32_t* ptrow = a.paged ? a.pt + (int64_t)b * a.pt_stride : nullptr;
   const uint32_t ring = sbase + (uint32_t)(w * S * C::kStage);
-  // The deep ring loads by bulk copies (the TMA unit, one K or V row per lane: lanes 0-15 K, 16-31 V rows
-  // 0-15 of the stage), each stage completing on an mbarrier of its own: cp.async's per-thread copies keep
-  // too few bytes in flight per SM for one CTA to approach FA3's bandwidth there (v22: 6 cp.async stages
-  // per warp gained 14% over 3).
-  const uint32_t bars = sbase + C::kOffBar + (uint32_t)(w * S * 8);
-  if constexpr (kDeep) {
-    if (lane == 0) {
-#pragma unroll
-      for (int t = 0; t < S; ++t) fa3::mbar_init(bars + 8 * t, 1);
-      fa3::fence_mbar_init();
-    }
-    __syncwarp();
-  }
 
-  // Page (or batch) index and slot of the 4 rows of warp stage t; slot -1 = no key (zero fill). Deep:
-  // of the lane's one row (lane & 15), in pg[0] and sl[0].
+  // Page (or batch) index and slot of the 4 rows of warp stage t; slot -1 = no key (zero fill).
   auto locate = [&](int t, int (&pg)[4], int (&sl)[4]) {
     const int kb = ks + (t * kWarps + w) * kKeys;
-    if constexpr (kDeep) {
-      const int j = kb + (lane & 15);
-      pg[0] = 0;
-      sl[0] = -1;
-      if (t < nst && j < ke) {
-        const int jj = j + lp;
-        if (a.paged) {
-          const int pidx = a.ps_shift >= 0 ? (jj >> a.ps_shift) : jj / a.ps;
-          pg[0] = __ldg(ptrow + pidx);
-          sl[0] = jj - pidx * a.ps;
-        } else {
-          pg[0] = b;
-          sl[0] = jj;
-        }
-      }
-    } else {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int j = kb + (lane >> 3) + 4 * k;
@@ -312,29 +281,9 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
         }
       }
     }
-    }
   };
   auto issue = [&](int slot, const int (&pg)[4], const int (&sl)[4]) {
     const uint32_t kt = ring + (uint32_t)(slot * C::kStage);
-    if constexpr (kDeep) {   // one row per lane; rows past the keys zero-filled (P is 0 there, V must be finite)
-      const uint32_t bar = bars + 8 * slot;
-      const bool ok = sl[0] >= 0;
-      const unsigned vm = __ballot_sync(0xffffffffu, ok);
-      const uint32_t dst = kt + (uint32_t)((lane >> 4) * C::kTile + (lane & 15) * C::kPitch);
-      fa3::fence_proxy_async_smem();   // the slot's last reads (ldmatrix, generic proxy) before the async writes
-      if (lane == 0) fa3::mbar_arrive_expect_tx(bar, (uint32_t)(__popc(vm) * D * 2));
-      __syncwarp();                    // the expected bytes are set before any copy completes
-      if (ok) {
-        const T* src = lane < 16 ? kg + ((int64_t)pg[0] * a.k_bs + (int64_t)sl[0] * a.k_rs + (int64_t)h * a.k_hs)
-                                 : vg + ((int64_t)pg[0] * a.v_bs + (int64_t)sl[0] * a.v_rs + (int64_t)h * a.v_hs);
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(dst),
-                     "l"(src), "n"(D * 2), "r"(bar)
-                     : "memory");
-      } else {
-#pragma unroll
-        for (int c = 0; c < D * 2 / 16; ++c) fa3::st_shared_zero16(dst + 16 * c);
-      }
-    } else {
 #pragma unroll
     for (int k = 0; k < 4; ++k) {
       const int r = (lane >> 3) + 4 * k;
@@ -360,7 +309,6 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
 #pragma unroll
         for (int j = 0; j < C::kChunksV / 8; ++j) cp_async16(dstv + j * 128, vsrc + j * 64, nb);
       }
-    }
     }
   };
 
@@ -415,12 +363,8 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
     if (t + S - 1 < nst) issue(wrs, pg, sl);
     cp_async_commit();
     locate(t + S, pg, sl);  // page ids for the next issue; latency hidden behind this stage
-    if constexpr (kDeep) {
-      fa3::mbar_wait(bars + 8 * rd, (uint32_t)((t / S) & 1));   // the stage's bulk copies landed
-    } else {
-      cp_async_wait<S - 1>();
-    }
-    __syncwarp();  // the stage's rows from every lane are visible (deep: the zero-filled ones)
+    cp_async_wait<S - 1>();
+    __syncwarp();  // the stage's rows from every lane are visible
 
     const uint32_t kt = ring + (uint32_t)(rd * C::kStage);
     const uint32_t vt = kt + C::kTile;
@@ -432,7 +376,7 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
 #pragma unroll
     for (int kk = 0; kk < D / 16; ++kk) {
       uint32_t kb[4];
-      ldsm_x4(kb, kt + (kDeep ? (uint32_t)(k_row * C::kPitch + (2 * kk + k_ch) * 16) : swz<D>(k_row, 2 * kk + k_ch)));
+      ldsm_x4(kb, kt + swz<D>(k_row, 2 * kk + k_ch));
       if constexpr (C::kQReg) {
         mma16816<T>(s[0], qf[kk], kb[0], kb[1]);
         mma16816<T>(s[1], qf[kk], kb[2], kb[3]);
@@ -503,7 +447,7 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
 #pragma unroll
     for (int n2 = 0; n2 < Dv / 16; ++n2) {
       uint32_t vb[4];
-      ldsm_x4_trans(vb, vt + (kDeep ? (uint32_t)(a_row * C::kPitch + (2 * n2 + a_ch) * 16) : swz<Dv>(a_row, 2 * n2 + a_ch)));
+      ldsm_x4_trans(vb, vt + swz<Dv>(a_row, 2 * n2 + a_ch));
       mma16816<T>(o[2 * n2], pa, vb[0], vb[1]);
       mma16816<T>(o[2 * n2 + 1], pa, vb[2], vb[3]);
     }
@@ -601,9 +545,9 @@ template <typename T, int D, int... DV_>
 __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
   splitkv_body<T, D, Cfg<D, DV_...>::kDv, false>(a);
 }
-// The deep ring (Cfg::kDeep): launched instead when the grid has at most one CTA per SM (launch()).
+// The wide form (Cfg::kDeep, 8 warps): launched instead when the grid has at most one CTA per SM (launch()).
 template <typename T, int D>
-__global__ void __launch_bounds__(kThreads, 1) splitkv_deep(const Args a) {
+__global__ void __launch_bounds__(2 * kThreads, 1) splitkv_deep(const Args a) {
   splitkv_body<T, D, D, true>(a);
 }
 
@@ -1495,12 +1439,13 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     splitkv_f8_kernel<D><<<(unsigned)nblk, kThreads, Cfg8<D>::kSmem, stream>>>(a, ds);
 #endif
   } else {
-    // At most one CTA per SM (an explicit num_splits, a few sequences): each SM holds one CTA whatever the
-    // ring, so the deep ring (twice the bytes in flight per warp) costs no occupancy there.
+    // At most one CTA per SM (an explicit num_splits, a few sequences): each SM holds one CTA whatever its
+    // size, so the wide form (8 warps, twice the bytes in flight and chains of chunks half as long) costs no
+    // occupancy there.
     bool deep = false;
     if constexpr (D == Dv && D <= 128) {
       deep = nblk <= sms_or_default(dev) && prepare_deep<T, D>(dev);
-      if (deep) splitkv_deep<T, D><<<(unsigned)nblk, kThreads, Cfg<D, D, true>::kSmem, stream>>>(a);
+      if (deep) splitkv_deep<T, D><<<(unsigned)nblk, 32 * Cfg<D, D, true>::kW, Cfg<D, D, true>::kSmem, stream>>>(a);
     }
     if (!deep) kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
   }

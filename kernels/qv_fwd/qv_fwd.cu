@@ -61,14 +61,15 @@ static Plan make_plan(const kseek_params* p) {
   pl.msmall = pl.rows <= kSmallRows ? ((pl.rows + 15) / 16) * 16 : kSmallRows;
   pl.small_tiles = pl.msmall / 16;
   pl.big_tiles = (pl.rows + 63) / 64;
-  // key splits of the small launch: up to 8 CTAs per SM, at least 128 keys per split (64 when forced by
-  // num_splits). Measured on the H200 (tools/qv_probe.py, session 18): 4 decodes of <= 2049 keys were fastest
-  // at 13-22 splits (33 splits of 64 keys: 0.0262 ms, 13: 0.0250), 128 decodes of 1k-8k keys at 8 (5: 0.304 ms,
-  // 8: 0.284); this rule gives 17 and 9.
+  // key splits of the small launch: up to 8 CTAs per SM, at least 64 keys per split. Measured on the H200
+  // (tools/qv_probe.py): session 18, 4 decodes of <= 2049 keys fastest at 13-22 splits (33 splits of 64 keys:
+  // 0.0262 ms, 13: 0.0250) with the serial merge; session 22, with qv_combine's CTA per row, 24 and 33 splits
+  // 0.0215 ms against 17's 0.0254 (at least 128 keys per split, the rule before); 128 decodes of 1k-8k keys
+  // best at 8 (5: 0.304 ms, 8: 0.284). This rule gives 33 and 9.
   const int sk = p->seqlen_k;
   const int ctas = p->batch * p->heads_kv * (pl.rows <= kSmallRows ? pl.small_tiles : 1);
   int ns = p->num_splits > 0 ? p->num_splits : (8 * sm_count() + ctas - 1) / ctas;
-  ns = std::min(ns, std::max(1, (sk + (p->num_splits > 0 ? 63 : 127)) / (p->num_splits > 0 ? 64 : 128)));
+  ns = std::min(ns, std::max(1, (sk + 63) / 64));
   ns = std::max(1, std::min(ns, kMaxSplits));
   pl.kps = ((std::max(sk, 1) + ns - 1) / ns + kN - 1) / kN * kN;
   pl.nsplit = std::max(1, (std::max(sk, 1) + pl.kps - 1) / pl.kps);

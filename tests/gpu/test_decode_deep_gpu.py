@@ -1,7 +1,7 @@
-"""The split-KV decode's deep ring (kernels/fa3_hopper/decode.cuh splitkv_deep: bulk copies, one mbarrier per
-stage) on the GPU: it runs where the decode grid has at most one CTA per SM (an explicit num_splits, a few
-sequences), so every call here is sized to take it. Each is checked against reference_fa3 (float64), LSE and its
--inf pattern included, across what the loader must get right: ragged and empty sequences, a split past a
+"""The split-KV decode's wide form (kernels/fa3_hopper/decode.cuh splitkv_deep: 8 warps, each with its own
+cp.async ring) on the GPU: it runs where the decode grid has at most one CTA per SM (an explicit num_splits, a
+few sequences), so every call here is sized to take it. Each is checked against reference_fa3 (float64), LSE and its
+-inf pattern included, across what its key slices and merge must get right: ragged and empty sequences, a split past a
 sequence's keys, page tables with odd lengths, leftpad, cache_batch_idx, appends, windows, chunks, softcap,
 GQA packing, varlen queries, hd64 / hd128, bf16 / fp16."""
 import pytest
@@ -35,7 +35,7 @@ ROWS = {
 
 
 @pytest.mark.parametrize("name", sorted(ROWS))
-def test_deep_ring_matches_the_reference(name):
+def test_wide_decode_matches_the_reference(name):
     row = {**BASE, **ROWS[name]}
     if "seqlens_q" in row:
         row.pop("seqlen_q")

@@ -1,5 +1,5 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v22's (kernels/fa3_hopper/sass_v22.json: session 22's split-KV combine and deep-ring decode;
+holds equals v22's (kernels/fa3_hopper/sass_v22.json: session 22's split-KV combine and wide (8-warp) decode;
 below, v16 -> v22 compared from the references. Before: sass_v16.json, session 16's ABI 3 put attention_chunk into every
 attention kernel; v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
 and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
@@ -157,7 +157,7 @@ def test_v16_keeps_every_static_prefill_kernel_and_adds_hd64_dynamic_ones():
 
 def test_v22_changes_only_the_split_kv_decode():
     """v22 (session 22): the combine reads several splits' partials at a time (the 6 combine_kernel differ), the
-    split-KV kernel's body became a device function shared with the deep-ring form (the hd64, hd128 and
+    split-KV kernel's body became a device function shared with the wide 8-warp form (the hd64, hd128 and
     (192, 128) splitkv_kernel differ in SASS with the same resources; hd256's and the fp8 ones do not) and 4
     splitkv_deep (hd64 / hd128, bf16 / fp16) are new; v16's other 89 kernels (every prefill, page copy and list
     kernel among them) keep their SASS byte for byte."""
