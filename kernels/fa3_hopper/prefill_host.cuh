@@ -168,12 +168,7 @@ inline int section_pairs(const kseek_params* p, int d, int dv) {
   const int all = p->heads_q * p->batch;
   if (build::kOrder == build::order_flat) return all;
   const int group = p->heads_q / p->heads_kv;
-  // one KV head of one sequence: packed keys (varlen) by the sequences' mean length, not the longest's (v22:
-  // with the longest, seqused_q's 2B segments made 30-pair sections and the longest sequence's tiles came
-  // last, after the short ones, instead of first)
-  const double keys = p->cu_seqlens_k && p->total_k > 0 && p->batch > 0 ? (double)p->total_k / p->batch
-                                                                        : (double)p->seqlen_k;
-  const double kv_bytes = keys * (d + dv) * 2.0;
+  const double kv_bytes = (double)p->seqlen_k * (d + dv) * 2.0;  // one KV head of one sequence
   const double budget = build::kSectionMB * (1 << 20);
   int kv_heads = (int)(budget / (kv_bytes > 1.0 ? kv_bytes : 1.0));
   if (kv_heads < 1) kv_heads = 1;
