@@ -8,6 +8,7 @@
 #         grid, step kernels, the qv probe, hopper correctness, FA3's kvcache and output tests with what is left
 #   s22c  (v22c: 8-warp wide decode, qv splits >= 64 keys, varlen sections by mean keys) GPU tests, the grid
 #         twice, step kernels, the qv probe, hopper correctness, FA3's kvcache and varlen tests with what is left
+#   final the session's last commit: GPU tests, the grid twice, step kernels
 #   grid  the fa3api grid twice (the rows judged per call move with the host) and the step kernels
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v22.sh s22
 set -uo pipefail
@@ -70,6 +71,13 @@ case $mode in
     log "FA3 kvcache / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_kvcache test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  final)   # the session's last commit: GPU tests, the grid twice, step kernels
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+      tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
+    rows_and_steps
+    grid 2
     ;;
   grid)
     grid 1
