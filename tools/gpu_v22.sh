@@ -50,7 +50,7 @@ case $mode in
   s22b)    # v22b: the deep ring by bulk copies, qv_combine one CTA per row: GPU tests (the deep ring's own too), the
            # fa3api grid, step kernels, the qv probe, hopper correctness, FA3's kvcache tests (num_splits, small
            # batches: the deep ring) and output tests with what is left
-    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
       tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
       > "$OUT/gputests.txt" 2>&1
     rows_and_steps
@@ -62,7 +62,7 @@ case $mode in
   s22c)    # v22c: the wide decode (8 warps), qv splits of >= 64 keys, varlen sections by mean keys: GPU tests, the
            # grid twice (per-call rows move with the host), step kernels, the qv probe, hopper correctness, FA3's
            # kvcache and varlen tests with what is left
-    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
       tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
       tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
     rows_and_steps
@@ -73,7 +73,7 @@ case $mode in
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   final)   # the session's last commit: GPU tests, the grid twice, step kernels
-    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_deep_gpu.py \
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
       tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
       tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
     rows_and_steps

@@ -38,19 +38,19 @@ constexpr int kMaxSplits = 256;
 
 // D = head dim of Q and K, Dv = head dim of V and O: D == Dv in {64, 128, 256}, and (192, 128) only
 // in the KSEEK_FA3_DECODE_DV=1 build (DeepSeek-style; NOTES v13g).
-// kDeep: the wide form (splitkv_deep), for grids of at most one CTA per SM (an explicit num_splits, few
+// kWide: the wide form (splitkv_wide), for grids of at most one CTA per SM (an explicit num_splits, few
 // sequences): 8 warps instead of 4, each with the usual ring, 1 CTA per SM by shared memory (v22: 4 warps
 // with twice the stages gained only 14% there; 8 warps halve each warp's serial chain of chunks).
-template <int D, int Dv = D, bool kDeep = false>
+template <int D, int Dv = D, bool kWide = false>
 struct Cfg {
   static constexpr int kDv = Dv;
-  static constexpr int kW = kDeep ? 2 * kWarps : kWarps;  // warps per CTA
+  static constexpr int kW = kWide ? 2 * kWarps : kWarps;  // warps per CTA
   static_assert((D == Dv && (D == 64 || D == 128 || D == 256)) || (fa3::build::kDecodeDv && D == 192 && Dv == 128),
                 "head dims");
   // (192, 128): 4 stages of 10 KiB, 166.5 KiB per CTA, 1 CTA per SM: 3 stages in flight per warp,
   // 120 KiB per SM, as hd128 (2 CTAs x 4 warps x 2 x 8 KiB) and hd256 (4 warps x 2 x 16 KiB)
   static constexpr int kStages = (D == 64 || D != Dv) ? 4 : 3;  // ring depth per warp
-  static_assert(!kDeep || (D == Dv && D <= 128), "wide form: hd64 and hd128 only");
+  static_assert(!kWide || (D == Dv && D <= 128), "wide form: hd64 and hd128 only");
   static constexpr int kRowB = D * 2;                     // bytes of one K/Q row in smem
   static constexpr int kChunks = D / 8;                   // 16-byte chunks per K/Q row
   static constexpr int kChunksV = Dv / 8;                 // 16-byte chunks per V row
@@ -179,12 +179,12 @@ __device__ __forceinline__ bool seq_q(const Args& a, int b, SeqQ& s) {
 // ------------------------------------------------------------------------------------------------
 // Main kernel
 // ------------------------------------------------------------------------------------------------
-// The body of splitkv_kernel (kDeep false) and splitkv_deep (true).
-template <typename T, int D, int Dv, bool kDeep>
+// The body of splitkv_kernel (kWide false) and splitkv_wide (true).
+template <typename T, int D, int Dv, bool kWide>
 __device__ __forceinline__ void splitkv_body(const Args& a) {
-  using C = Cfg<D, Dv, kDeep>;
+  using C = Cfg<D, Dv, kWide>;
   constexpr int S = C::kStages;
-  constexpr int kWarps = C::kW, kThreads = 32 * C::kW;   // (the namespace's 4 and 128 unless deep)
+  constexpr int kWarps = C::kW, kThreads = 32 * C::kW;   // (the namespace's 4 and 128 unless wide)
   extern __shared__ __align__(128) unsigned char smem[];
   const uint32_t sbase = smem_u32(smem);
 
@@ -545,9 +545,9 @@ template <typename T, int D, int... DV_>
 __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
   splitkv_body<T, D, Cfg<D, DV_...>::kDv, false>(a);
 }
-// The wide form (Cfg::kDeep, 8 warps): launched instead when the grid has at most one CTA per SM (launch()).
+// The wide form (Cfg::kWide, 8 warps): launched instead when the grid has at most one CTA per SM (launch()).
 template <typename T, int D>
-__global__ void __launch_bounds__(2 * kThreads, 1) splitkv_deep(const Args a) {
+__global__ void __launch_bounds__(2 * kThreads, 1) splitkv_wide(const Args a) {
   splitkv_body<T, D, D, true>(a);
 }
 
@@ -1171,13 +1171,13 @@ inline int prepare(int dev) {
   return n;
 }
 
-// splitkv_deep's shared-memory attribute, once per device; false where it is refused.
+// splitkv_wide's shared-memory attribute, once per device; false where it is refused.
 template <typename T, int D>
-inline bool prepare_deep(int dev) {
+inline bool prepare_wide(int dev) {
   static bool done[kMaxDev] = {false};
   if (dev < 0 || dev >= kMaxDev) return false;
   if (done[dev]) return true;
-  if (cudaFuncSetAttribute(splitkv_deep<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+  if (cudaFuncSetAttribute(splitkv_wide<T, D>, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            Cfg<D, D, true>::kSmem) != cudaSuccess) {
     cudaGetLastError();
     return false;
@@ -1442,12 +1442,12 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     // At most one CTA per SM (an explicit num_splits, a few sequences): each SM holds one CTA whatever its
     // size, so the wide form (8 warps, twice the bytes in flight and chains of chunks half as long) costs no
     // occupancy there.
-    bool deep = false;
+    bool wide = false;
     if constexpr (D == Dv && D <= 128) {
-      deep = nblk <= sms_or_default(dev) && prepare_deep<T, D>(dev);
-      if (deep) splitkv_deep<T, D><<<(unsigned)nblk, 32 * Cfg<D, D, true>::kW, Cfg<D, D, true>::kSmem, stream>>>(a);
+      wide = nblk <= sms_or_default(dev) && prepare_wide<T, D>(dev);
+      if (wide) splitkv_wide<T, D><<<(unsigned)nblk, 32 * Cfg<D, D, true>::kW, Cfg<D, D, true>::kSmem, stream>>>(a);
     }
-    if (!deep) kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
+    if (!wide) kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);
   }
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   if (ns == 1) return KSEEK_OK;

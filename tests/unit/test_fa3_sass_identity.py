@@ -159,7 +159,7 @@ def test_v22_changes_only_the_split_kv_decode():
     """v22 (session 22): the combine reads several splits' partials at a time (the 6 combine_kernel differ), the
     split-KV kernel's body became a device function shared with the wide 8-warp form (the hd64, hd128 and
     (192, 128) splitkv_kernel differ in SASS with the same resources; hd256's and the fp8 ones do not) and 4
-    splitkv_deep (hd64 / hd128, bf16 / fp16) are new; v16's other 89 kernels (every prefill, page copy and list
+    splitkv_wide (hd64 / hd128, bf16 / fp16) are new; v16's other 89 kernels (every prefill, page copy and list
     kernel among them) keep their SASS byte for byte."""
     v16, rows, by = _compare_references(16, 22)
     assert sorted(by) == ["differs", "only new", "same"], sorted(by)
@@ -168,7 +168,7 @@ def test_v22_changes_only_the_split_kv_decode():
         "void splitkv_kernel<__half, 256>", "void splitkv_kernel<__nv_bfloat16, 256>"]
     assert sorted(re.sub(r"<.*", "", k) for k in by["differs"]) == ["void combine_kernel"] * 6 + ["void splitkv_kernel"] * 6
     assert sorted(re.sub(r"\(.*", "", k) for k in by["only new"]) == sorted(
-        f"void splitkv_deep<{t}, {d}>" for t in ("__half", "__nv_bfloat16") for d in (64, 128))
+        f"void splitkv_wide<{t}, {d}>" for t in ("__half", "__nv_bfloat16") for d in (64, 128))
     v22 = json.loads((kb.REPO_KERNELS / "fa3_hopper" / "sass_v22.json").read_text())["kernels"]
     for k in by["differs"]:
         if "splitkv_kernel" in k:
