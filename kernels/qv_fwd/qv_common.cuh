@@ -207,6 +207,16 @@ __device__ __forceinline__ void zero_rows(const kseek_params& p, const Seq& s, i
   }
 }
 
+// A whole-sequence tile's keys (tile_keys over all keys), or, where it sees none, its rows zeroed (zero_rows)
+// and 0: the long-sequence kernels' first step.
+template <typename T, int kM, int kN, int Dv>
+__device__ __forceinline__ int tile_keys_or_zero(const kseek_params& p, const Seq& s, int b, int hkv, int G, int m0,
+                                                 int mb, int tid, int nthreads, int& lo, int& hi) {
+  const int n = tile_keys<kM, kN>(p, s, G, m0, mb, 0, INT32_MAX, lo, hi);
+  if (n == 0) zero_rows<T, kM, Dv>(p, s, b, hkv, G, m0, mb, tid, nthreads);
+  return n;
+}
+
 __device__ __forceinline__ bool role_takes(int role, int mb) {
   return role == kAll || (role == kSmall ? mb <= kSmallRows : mb > kSmallRows);
 }

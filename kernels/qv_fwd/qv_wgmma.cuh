@@ -49,11 +49,8 @@ __global__ void __launch_bounds__(256, 1)
   const int m0 = blockIdx.x * C::kM;
   if (m0 >= mb) return;
   int kbeg, kend;
-  const int nblk = tile_keys<C::kM, C::kN>(p, s, G, m0, mb, 0, INT32_MAX, kbeg, kend);
-  if (nblk == 0) {   // no visible key for any row of the tile
-    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
-    return;
-  }
+  const int nblk = tile_keys_or_zero<T, C::kM, C::kN, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads, kbeg, kend);
+  if (nblk == 0) return;   // no visible key for any row of the tile: its rows are zeroed
   const bool has_qv = a.qv != nullptr;
   const int nks = has_qv ? 4 * C::kChunks : 4;           // k16 steps of S
   const int ks0 = wg ? nks / 2 : 0, ks1 = wg ? nks : nks / 2;

@@ -177,11 +177,8 @@ __global__ void __launch_bounds__(384, 1)
   if (!role_takes(a.role, mb)) return;
   if (m0 >= mb) return;
   int kbeg, kend;
-  const int nblk = tile_keys<C::kM, C::kN>(p, s, G, m0, mb, 0, INT32_MAX, kbeg, kend);
-  if (nblk == 0) {   // no visible key for any row of the tile
-    zero_rows<T, C::kM, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads);
-    return;
-  }
+  const int nblk = tile_keys_or_zero<T, C::kM, C::kN, Dv>(p, s, b, hkv, G, m0, mb, tid, C::kThreads, kbeg, kend);
+  if (nblk == 0) return;   // no visible key for any row of the tile: its rows are zeroed
   if (tid == 0) {
     fa3::mbar_init(bar_q, 128);
     for (int st = 0; st < C::kKStages; ++st) {
