@@ -31,6 +31,28 @@ cd "$(dirname "$0")/.."
 mode=${1:-qv}
 OUT=${OUT:-/tmp/v18_out}
 source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+# The steps several modes share. serving_rows LABEL CAP ROWS BUDGET: serving_bench over ROWS (or $ROWS)
+# against FA3; grid_all CAP: the whole fa3api grid; qv_probe_run CAP: tools/qv_probe.py; fa3tests_all:
+# FA3's output / varlen / kvcache forward tests (or $FA3_GROUPS) with what is left.
+serving_rows() {
+  log "$1"; timeout -k 5 "$(cap "$2")" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-$3}" \
+    --budget "${BUDGET_S:-$4}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+  cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+}
+grid_all() {
+  log "fa3api grid"; timeout -k 5 "$(cap "$1")" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
+    > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+}
+qv_probe_run() {
+  log "qv probe"; timeout -k 5 "$(cap "$1")" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
+  cut -c1-140 "$OUT/qv_probe.txt"
+}
+fa3tests_all() {
+  log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+    FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
+    bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+  tail -16 "$OUT/fa3tests.log" | cut -c1-160
+}
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   qv)
@@ -39,26 +61,17 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
       tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py tests/gpu/test_seqused_segments_gpu.py \
       tests/gpu/test_kv_update_gpu.py > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
-    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
-      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving s08 s01"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0[18]}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
-    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
-      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
-      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
-    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    grid_all 100
+    serving_rows "serving s08 s01" 100 '^s0[18]' 0.3
+    fa3tests_all
     ;;
   probe)
     log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       > "$OUT/qvtests.txt" 2>&1; tail -30 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
-    log "qv probe"; timeout -k 5 "$(cap 200)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
+    qv_probe_run 200
     log "fa3api grid qv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows qv --reps "${GRID_REPS:-20}" \
       --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 3 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving s08"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    serving_rows "serving s08" 100 '^s08' 0.3
     ;;
   v18)
     log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
@@ -66,13 +79,9 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
       tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py tests/gpu/test_seqused_segments_gpu.py \
       tests/gpu/test_kv_update_gpu.py > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
-    log "qv probe"; timeout -k 5 "$(cap 150)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "fa3api grid"; timeout -k 5 "$(cap 80)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
-      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    qv_probe_run 150
+    grid_all 80
+    serving_rows "serving s08" 60 '^s08' 0.3
     log "FA3 output / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -14 "$OUT/fa3tests.log" | cut -c1-160
@@ -80,11 +89,8 @@ case $mode in
   ws|tma)
     log "qv GPU tests"; timeout -k 5 "$(cap 120)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
-    log "qv probe"; timeout -k 5 "$(cap 150)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    qv_probe_run 150
+    serving_rows "serving s08" 60 '^s08' 0.3
     log "fa3api grid qv dv"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv|append|seqused}" \
       --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
     log "FA3 output / varlen tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
@@ -95,8 +101,7 @@ case $mode in
           # stall samples (SASS source page) of ours and of FA3 on dv512, the fa3api rows, FA3's tests with what is left
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "qv probe"; timeout -k 5 "$(cap 120)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
+    qv_probe_run 120
     for who in ours fa3; do
       flag=""; kn="regex:qv_attn_ws"; [ $who = fa3 ] && { flag="--fa3"; kn="regex:FlashAttnFwd"; }
       log "ncu source $who dv512"; timeout -k 5 "$(cap 80)" ncu --kernel-name-base demangled --kernel-name "$kn" --launch-skip 2 --launch-count 1 \
@@ -121,9 +126,7 @@ case $mode in
     grep -E "^row|prefills|dv" "$OUT/qv_probe.txt" | cut -c1-140
     log "fa3api grid qv dv"; timeout -k 5 "$(cap 30)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv}" \
       --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 4 "^row " "$OUT/grid.txt" | cut -c1-120
-    log "serving s08"; timeout -k 5 "$(cap 30)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    serving_rows "serving s08" 30 '^s08' 0.3
     ;;
   qvfast)   # the qv route's fast-path entries (kernelseek/fastpath_qv.py, off by default until this passes):
             # the fast-path and qv GPU tests with KSEEK_ATTENTION_FASTPATH_QV=1, host time per call off and on
@@ -143,8 +146,7 @@ case $mode in
     log "GPU tests, qv entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 150)" python3 -m pytest -q \
       -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py \
       > "$OUT/qvfast_tests.txt" 2>&1; tail -40 "$OUT/qvfast_tests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "qv probe"; timeout -k 5 "$(cap 130)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
+    qv_probe_run 130
     log "host profile on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 40)" python3 tools/host_profile.py \
       > "$OUT/host_profile_on.txt" 2>&1; grep "us/call" "$OUT/host_profile_on.txt"
     log "fa3api rows, entries on"; KSEEK_ATTENTION_FASTPATH_QV=1 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
@@ -161,13 +163,10 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/qvtests.txt" 2>&1
     tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "qv probe"; timeout -k 5 "$(cap 130)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
+    qv_probe_run 130
     log "fa3api rows"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "${GRID_ROWS:-qv|dv|append|seqused}" \
       --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1; grep -A 10 "^row " "$OUT/grid.txt" | cut -c1-120
-    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    serving_rows "serving s08" 60 '^s08' 0.3
     log "ncu source ours dv512"; timeout -k 5 "$(cap 80)" ncu --kernel-name-base demangled --kernel-name regex:qv_attn_ws \
       --launch-skip 2 --launch-count 1 --section WarpStateStats --section SourceCounters --section SpeedOfLight \
       --import-source yes --page source --print-source sass --csv python3 tools/qv_ncu.py dv512 \
@@ -180,41 +179,25 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/qvtests.txt" 2>&1
     tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "qv probe"; timeout -k 5 "$(cap 130)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
-    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
-      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
-      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
-    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    qv_probe_run 130
+    serving_rows "serving s08" 60 '^s08' 0.3
+    fa3tests_all
     ;;
   s21d)    # v21d (v21b's kernel, serial by default): GPU tests, the probe, the whole fa3api grid, serving s01-s09,
            # FA3's output / varlen / kvcache tests with what is left
     log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/qvtests.txt" 2>&1
     tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "qv probe"; timeout -k 5 "$(cap 100)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
-      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving"; timeout -k 5 "$(cap 100)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
-      --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
-    log "FA3 output / varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
-      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_output test_flash_attn_varlen_output test_flash_attn_kvcache}" \
-      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
-    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    qv_probe_run 100
+    grid_all 90
+    serving_rows "serving" 100 '^s0' 0.2
+    fa3tests_all
     ;;
   ws2)   # the producer's coalesced mapping: qv tests, the probe, s08, and Nsight Compute on the ws kernel
     log "qv GPU tests"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       > "$OUT/qvtests.txt" 2>&1; tail -40 "$OUT/qvtests.txt" | grep -E "passed|failed|Error|assert" | head -30
-    log "qv probe"; timeout -k 5 "$(cap 120)" python3 tools/qv_probe.py --json "$OUT/qv_probe.json" > "$OUT/qv_probe.txt" 2>&1
-    cut -c1-140 "$OUT/qv_probe.txt"
-    log "serving s08"; timeout -k 5 "$(cap 60)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s08}" \
-      --budget "${BUDGET_S:-0.3}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    qv_probe_run 120
+    serving_rows "serving s08" 60 '^s08' 0.3
     for row in dv512 s08_prefills; do
       log "ncu $row"; timeout -k 5 "$(cap 90)" ncu --kernel-name regex:qv_attn_ws --launch-skip 2 --launch-count 1 \
         --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section Occupancy \
@@ -226,8 +209,7 @@ case $mode in
     log "GPU tests"; timeout -k 5 "$(cap 100)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_qv_gpu.py \
       tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_serving_gpu.py \
       tests/gpu/test_seqused_segments_gpu.py tests/gpu/test_kv_update_gpu.py > "$OUT/gputests.txt" 2>&1; tail -4 "$OUT/gputests.txt"
-    log "fa3api grid"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --reps "${GRID_REPS:-20}" --json "$OUT/grid.json" \
-      > "$OUT/grid.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    grid_all 60
     log "hostcost cuda"; timeout -k 5 "$(cap 40)" python3 tools/hostcost.py --device cuda --reps "${HOSTCOST_REPS:-50}" \
       --json "$OUT/hostcost_cuda.json" > "$OUT/hostcost_cuda.txt" 2>&1; cut -c1-60 "$OUT/hostcost_cuda.txt"
     log "serving s01-s09"; timeout -k 5 "$(cap 120)" python3 tools/serving_bench.py --out "$OUT/serving" --rows '^s0' \
