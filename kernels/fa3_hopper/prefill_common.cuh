@@ -85,7 +85,7 @@ struct Args {
   int tiles;               // m_blocks * heads * batch work tiles, spread over a persistent grid
   int sec;                 // (batch, head) pairs per section of the tile order (see tile_at)
   int slot;                // this launch's tile counter: g_sched[slot] (see next_tile)
-  int o_tma, o_swap;       // 1: O leaves through the `to` tensor map (dense only); its dim order
+  int o_tma, o_swap;       // 1: O leaves through the `to` tensor map (packed q: whole boxes); its dim order
   int chunk;               // attention_chunk (kseek.h), 0 = off; in the 4 bytes of padding before pt
   // paged K/V (pt != NULL): the maps cover the page pool [num_pages, psz, Hkv, D] with boxes of prow
   // rows (prow divides both BN and psz, a multiple of 8: each box stays inside one page and starts on

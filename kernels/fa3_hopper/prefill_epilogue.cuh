@@ -1,7 +1,8 @@
 // prefill_epilogue.cuh: the end of one tile for one consumer warpgroup: O / l and the LSE per row
 // (sinks join the denominator; rows without keys: O = 0, LSE = -inf), then O to global memory,
 // through shared memory and a TMA store where the layout has room for the staging (Smem::kOStage)
-// and the call allows it (dense: Args::o_tma), else by direct stores of element pairs.
+// and the call allows it (Args::o_tma; packed queries: whole 64-row boxes inside the sequence), else
+// by direct stores of element pairs.
 #pragma once
 #include "prefill_scheduler.cuh"
 
@@ -48,10 +49,11 @@ __device__ __forceinline__ void epilogue(const Args& a, const Tile& ti, const CU
   }
   bool o_done = false;
   if constexpr (L::kOStage) {
-    // O through shared memory and one TMA store per 64-column chunk (dense layouts only: a
-    // varlen tile's rows past its sequence belong to the next one, and the box would write
-    // them). Rows past Sq and columns past Dv fall outside the map and are not written.
-    if (a.o_tma) {
+    // O through shared memory and one TMA store per 64-column chunk. Dense: rows past Sq and columns
+    // past Dv fall outside the map and are not written. Packed queries: only a warpgroup whose 64 rows
+    // all belong to the sequence (a box past its end would write the next sequence's rows; that
+    // warpgroup stores directly below).
+    if (a.o_tma && (!a.cu_q || ti.m0 + 64 * cw + 64 <= sq)) {
       if (t == 0) bulk_wait_read();  // this warpgroup's previous store has left shared memory
       named_bar_sync(1 + cw, 128);
       const int rl0 = acc_row(t, 0);  // row within this warpgroup's 64

@@ -256,11 +256,14 @@ bool prepare_launch(const kseek_params* p, int64_t rows_q, int64_t rows_k, const
 #if KSEEK_FA3_MIXED_GATHER
   a.kslot = g_kslot;
 #endif
-  // O's map (64-row boxes, one per consumer warpgroup): dense layouts where the staging fits
+  // O's map (64-row boxes, one per consumer warpgroup) where the staging fits: dense layouts, and
+  // (KSEEK_FA3_OSTORE=tma) packed queries, over their rows_q packed rows (the epilogue stores only boxes
+  // that lie inside their sequence)
   memset(&l.to, 0, sizeof(l.to));
   a.o_tma = 0;
   a.o_swap = 0;
-  if (Smem<D, DV, BN>::kOStage && !varlen && build::kOStore == build::ostore_tma)
+  if (Smem<D, DV, BN>::kOStage &&
+      (build::kOStore == build::ostore_tma || (!varlen && build::kOStore == build::ostore_densetma)))
     a.o_tma = make_map(&l.to, F16, p->o, p->head_dim_v, rows_q, p->heads_q, nb, p->o_row_stride,
                        p->o_head_stride, p->o_batch_stride, 64, &a.o_swap) ? 1 : 0;
 

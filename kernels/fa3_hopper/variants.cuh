@@ -19,8 +19,13 @@
 //   -DKSEEK_FA3_ORDER=section|flat persistent tile order: section (default) = sections of heads whose
 //                                  K/V fit in KSEEK_FA3_SECTION_MB of L2; flat = one section
 //   -DKSEEK_FA3_SECTION_MB=16      the L2 budget of a section, MB (> 0; default 16)
-//   -DKSEEK_FA3_OSTORE=tma|direct  O leaves through shared memory and a TMA store where it fits
-//                                  (tma, default) or by direct global stores everywhere (direct)
+//   -DKSEEK_FA3_OSTORE=tma|densetma|direct
+//                                  O leaves through shared memory and a TMA store where it fits: tma
+//                                  (default since v23) for dense calls and, for packed queries, each
+//                                  consumer warpgroup's 64-row box that lies wholly inside its sequence
+//                                  (the last, partial box by direct stores: a box would write the next
+//                                  sequence's rows); densetma (v12-v22) dense calls only; direct: direct
+//                                  global stores everywhere
 //   -DKSEEK_FA3_DECODE_SPLITS=model|ragged
 //                                  split-KV decode with seqused_k: the cost model's split count (model:
 //                                  it assumes every sequence holds seqlen_k keys), or (ragged, default
@@ -172,7 +177,7 @@ constexpr Order kOrder = FA3_PASTE(order_, KSEEK_FA3_ORDER);
 constexpr double kSectionMB = KSEEK_FA3_SECTION_MB;
 static_assert(kSectionMB > 0.0, "KSEEK_FA3_SECTION_MB must be positive");
 
-enum OStore { ostore_tma, ostore_direct };
+enum OStore { ostore_tma, ostore_densetma, ostore_direct };
 constexpr OStore kOStore = FA3_PASTE(ostore_, KSEEK_FA3_OSTORE);
 
 enum PageIds { pageids_ldg, pageids_warp };

@@ -1,0 +1,56 @@
+#!/usr/bin/env bash
+# Session 23 on the H200 (kernels/NOTES.md "v23"): packed-query prefill O by TMA store (whole 64-row boxes
+# inside their sequence) and the decode split count of mixed calls. One device call per mode, each ending
+# before TOTAL_S (540 s):
+#   ab     the varlen grid against FA3: default, KSEEK_FA3_OSTORE=densetma (v22's epilogue), default again;
+#          the fa3api step kernels (varlen_q_dense, seqused_q_varlen), the fa3api grid, hopper correctness
+#   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), then FA3's varlen and kvcache
+#          tests with what is left
+#   bench  bench26 against FA3 twice (per call and graph), serving s01-s09 with what is left
+# carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v23.sh ab
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-ab}
+OUT=${OUT:-/tmp/v23_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
+STEPS=${STEP_ROWS:-varlen_q_dense|seqused_q_varlen}
+varlen() {   # varlen TAG [--define ...]: the varlen grid against FA3, per call and graph
+  local tag=$1; shift
+  log "varlen $tag $*"; timeout -k 5 "$(cap 100)" "${ev[@]}" --grid varlen --baseline fa3 --graph --budget "${BUDGET:-0.15}" "$@" \
+    > "$OUT/varlen_$tag.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/varlen_$tag.txt" | cut -c1-150 | head -14
+}
+echo "mode $mode" | tee -a "$OUT/device.txt"
+case $mode in
+  ab)
+    varlen def1
+    varlen dt1 --define KSEEK_FA3_OSTORE=densetma
+    varlen def2
+    log "step kernels"; timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api "$STEPS" > "$OUT/step_kernels.txt" 2>&1
+    cut -c1-130 "$OUT/step_kernels.txt" | grep -v Warn | head -40
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1
+    grep -E '^correct' "$OUT/hopper.txt"
+    ;;
+  tests)
+    log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_seqused_segments_gpu.py \
+      tests/gpu/test_decode_wide_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "FA3 varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
+      FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_varlen_output test_flash_attn_kvcache}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -16 "$OUT/fa3tests.log" | cut -c1-160
+    ;;
+  bench)
+    for i in 1 2; do
+      log "bench26 $i"; timeout -k 5 "$(cap 120)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
+        > "$OUT/bench26_$i.txt" 2>&1; grep -E "geomean|correct" "$OUT/bench26_$i.txt" | head -4
+    done
+    log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac
+log "done"
