@@ -4,6 +4,7 @@
 # before TOTAL_S (540 s):
 #   ab     the varlen grid against FA3: default, KSEEK_FA3_OSTORE=densetma (v22's epilogue), default again;
 #          the fa3api step kernels (varlen_q_dense, seqused_q_varlen), the fa3api grid, hopper correctness
+#   ab2    (v23b) the varlen grid, step kernels and serving with the mixed call's CTA budget and without it
 #   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), then FA3's varlen and kvcache
 #          tests with what is left
 #   bench  bench26 against FA3 twice (per call and graph), serving s01-s09 with what is left
@@ -32,6 +33,24 @@ case $mode in
     grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
     log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1
     grep -E '^correct' "$OUT/hopper.txt"
+    ;;
+  ab2)     # v23b: varlen on the dynamic kernels at every head dim, the mixed call's balanced CTA budget: the varlen
+           # grid, step kernels with the budget and without (KSEEK_FA3_MIXED_BALANCE=0, v23's fixed reserve), the
+           # fa3api grid, serving s01-s09 with the budget, then without it with what is left
+    varlen def3
+    log "step kernels"; timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api "$STEPS" > "$OUT/step_kernels.txt" 2>&1
+    cut -c1-130 "$OUT/step_kernels.txt" | grep -v Warn | head -40
+    log "step kernels, balance 0"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_BALANCE=0 timeout -k 5 "$(cap 60)" \
+      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/step_kernels_b0.txt" 2>&1
+    cut -c1-130 "$OUT/step_kernels_b0.txt" | grep -v Warn | head -20
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    for b in 1 0; do   # (1 = the default build: no define, so the carried build serves it)
+      def=""; [ $b = 0 ] && def=KSEEK_FA3_MIXED_BALANCE=0
+      log "serving balance $b"; KSEEK_ATTENTION_DEFINES=$def timeout -k 5 "$(cap 130)" python3 tools/serving_bench.py \
+        --out "$OUT/serving_b$b" --rows "${ROWS:-^s0}" --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving_b$b.log" 2>&1
+      cat "$OUT/serving_b$b/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving_b$b.log"
+    done
     ;;
   tests)
     log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_attention_api_gpu.py \

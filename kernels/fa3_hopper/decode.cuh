@@ -1286,8 +1286,8 @@ inline int choose_splits(const kseek_params* p) {
   const int rows = row_cap(p) * g;
   // Packed queries (a mixed call's decodes, a varlen decode): the rows per sequence are on the device and
   // the row cap only bounds them; a serving step's decodes hold one or a few rows each, and the CTAs past a
-  // sequence's rows exit at once, so the model counts one row tile per sequence and KV head (v23: counting
-  // the cap's 4 tiles made a mixed call with 4 decodes take 1 split, one 3000-key CTA per KV head, 64 us)
+  // sequence's rows exit at once, so the model counts one row tile per sequence and KV head (v23; the cap's
+  // 4 tiles per sequence gave fa3api's varlen_q_dense, 4 decodes of up to 3000 keys, 2 splits)
   const int mtiles = p->cu_seqlens_q ? 1 : (rows + kRows - 1) / kRows;
   const int64_t ctas = (int64_t)p->batch * p->heads_kv * (mtiles > 0 ? mtiles : 1);
   int occ = ctas_per_sm(p, dev);

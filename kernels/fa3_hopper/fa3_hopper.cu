@@ -65,6 +65,12 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, c
   if constexpr (var == 2) {
     constexpr bool can_dyn = build::kSched == build::sched_dynamic || (build::kSched == build::sched_auto && D > 64);
     constexpr bool can_static = build::kSched != build::sched_dynamic;
+    // Packed queries take the dynamic kernels at every head dim (v23; hd64's are built for chunked calls
+    // anyway): the tile slots past a sequence's last query row are empty, and the static round-robin over
+    // the slots left CTAs unequal (H200, varlen grid against FA3: hd64 0.57x, non-causal hd128 0.69x).
+    if constexpr (var == 2 && build::kSched == build::sched_auto) {
+      if (p->cu_seqlens_q) return pg ? start<T, D, DV, BN, 2, true, true>(l, stream) : start<T, D, DV, BN, 2, true>(l, stream);
+    }
     if constexpr (can_dyn && can_static) {
       const bool ragged = p->causal || p->window_left >= 0 || p->window_right >= 0;
       if (ragged) return pg ? start<T, D, DV, BN, 2, true, true>(l, stream) : start<T, D, DV, BN, 2, true>(l, stream);
@@ -175,25 +181,54 @@ static bool use_decode(const kseek_params* p) {
 static bool use_mixed(const kseek_params* p) {
   return p->cu_seqlens_q && !p->cu_seqlens_k && dec::supported(p) && !use_decode(p) && fa3::fast_ok(p);
 }
-static size_t mixed_ids_bytes(const kseek_params* p) { return ((size_t)(p->batch + 1) * 4 + 255) / 256 * 256; }
+// The list (B + 1 ints) and the prefill's CTA budget after it (ids[B + 1]).
+static size_t mixed_ids_bytes(const kseek_params* p) { return ((size_t)(p->batch + 2) * 4 + 255) / 256 * 256; }
 
-// ids[0] = how many sequences have more than `cap` query rows, ids[1..] = which, ascending. One CTA
+// What long_seqs needs to weigh a mixed call's two parts (KSEEK_FA3_MIXED_BALANCE): per sequence its keys
+// (seqused_k, else the cache's seqlen_k), and per unit of work the SM time it costs on the H200.
+struct Weigh {
+  const int32_t* seqused;  // [B] keys per sequence, or NULL: seqlen_k each
+  int seqlen_k, heads_q, heads_kv, dsum, causal;
+  int sms;                 // 0: no budget (one stream; ids[B + 1] = a large number)
+};
+// SM microseconds per 128 x 128 query-key block of the prefill at D + Dv = 256 (~600 TFLOP/s over 132 SMs),
+// and per byte of K/V the decode part streams (~20 KB/us per SM: v22's varlen_q_dense decode, 25 MB in
+// 63 us on its 20 reserved SMs).
+constexpr double kPrefillBlockUs = 1.8, kDecodeByteUs = 1.0 / 20000.0;
+
+// ids[0] = how many sequences have more than `cap` query rows, ids[1..] = which, ascending; ids[B + 1] = how
+// many CTAs of the prefill launch take tiles (w.sms > 0): the SMs that its share of the estimated time asks
+// for, so that both parts end together (at least 1; all of them when there is nothing to decode). One CTA
 // of 1024 threads (32 warps) walks the batch 1024 sequences at a time.
-__global__ void __launch_bounds__(1024) long_seqs(const int32_t* cu_q, int batch, int cap, int32_t* ids) {
+__global__ void __launch_bounds__(1024) long_seqs(const int32_t* cu_q, int batch, int cap, Weigh w, int32_t* ids) {
   __shared__ int warp_n[32];
+  __shared__ float warp_p[32], warp_d[32], warp_t[32];
   __shared__ int base;
-  const int lane = threadIdx.x & 31, w = threadIdx.x >> 5;
+  const int lane = threadIdx.x & 31, wi = threadIdx.x >> 5;
   if (threadIdx.x == 0) base = 0;
   __syncthreads();
+  float pre = 0.f, dec = 0.f, tiles = 0.f;  // this thread's prefill SM-us, decode SM-us, prefill tiles
   for (int b0 = 0; b0 < batch; b0 += 1024) {
     const int b = b0 + (int)threadIdx.x;
-    const bool lng = b < batch && cu_q[b + 1] - cu_q[b] > cap;
+    const int sq = b < batch ? cu_q[b + 1] - cu_q[b] : 0;
+    const bool lng = b < batch && sq > cap;
+    if (b < batch && w.sms > 0) {
+      const float sk = (float)(w.seqused ? w.seqused[b] : w.seqlen_k);
+      if (lng) {  // query-key pairs (bottom-right causal: row r sees sk - sq + r + 1 keys) in 128 x 128 blocks
+        const float q = (float)sq;
+        const float pairs = w.causal ? (q <= sk ? q * (sk - 0.5f * q) : 0.5f * sk * sk) : q * sk;
+        pre += (float)w.heads_q * pairs / 16384.f * (float)kPrefillBlockUs * (float)w.dsum / 256.f;
+        tiles += (float)w.heads_q * ceilf(q / 128.f);
+      } else {
+        dec += sk * (float)w.heads_kv * (float)w.dsum * 2.f * (float)kDecodeByteUs;
+      }
+    }
     const unsigned m = __ballot_sync(0xffffffffu, lng);
-    if (lane == 0) warp_n[w] = __popc(m);
+    if (lane == 0) warp_n[wi] = __popc(m);
     __syncthreads();
     int off = 0, total = 0;
     for (int i = 0; i < 32; ++i) {
-      off += i < w ? warp_n[i] : 0;
+      off += i < wi ? warp_n[i] : 0;
       total += warp_n[i];
     }
     if (lng) ids[1 + base + off + __popc(m & ((1u << lane) - 1u))] = b;
@@ -201,7 +236,26 @@ __global__ void __launch_bounds__(1024) long_seqs(const int32_t* cu_q, int batch
     if (threadIdx.x == 0) base += total;
     __syncthreads();
   }
-  if (threadIdx.x == 0) ids[0] = base;
+  for (int o = 16; o > 0; o >>= 1) {
+    pre += __shfl_xor_sync(0xffffffffu, pre, o);
+    dec += __shfl_xor_sync(0xffffffffu, dec, o);
+    tiles += __shfl_xor_sync(0xffffffffu, tiles, o);
+  }
+  if (lane == 0) warp_p[wi] = pre, warp_d[wi] = dec, warp_t[wi] = tiles;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    ids[0] = base;
+    int budget = 1 << 30;  // no budget: every CTA of the launch
+    if (w.sms > 0) {
+      float P = 0.f, Dd = 0.f, T = 0.f;
+      for (int i = 0; i < 32; ++i) P += warp_p[i], Dd += warp_d[i], T += warp_t[i];
+      const float share = P + Dd > 0.f ? P / (P + Dd) : 1.f;
+      budget = Dd > 0.f ? (int)ceilf((float)w.sms * share) : w.sms;
+      budget = min(budget, Dd > 0.f ? w.sms - 1 : w.sms);
+      budget = max(1, min(budget, (int)T));
+    }
+    ids[batch + 1] = budget;
+  }
 }
 
 #if KSEEK_FA3_MIXED_GATHER
@@ -224,11 +278,13 @@ static size_t mixed_gather_bytes(const kseek_params* p) {
 // 1: the last run_mixed ran its prefill part over dense slots (kseek_last_path 6).
 static int g_mixed_slotted = 0;
 // ids_g = the first min(ids[0], n) long sequences (those get slots), ids_p = the rest (in place).
-__global__ void __launch_bounds__(256) split_ids(const int32_t* ids, int n, int32_t* ids_g, int32_t* ids_p) {
+// Both lists keep the budget (ids[batch + 1]).
+__global__ void __launch_bounds__(256) split_ids(const int32_t* ids, int n, int batch, int32_t* ids_g, int32_t* ids_p) {
   const int total = ids[0], ng = min(total, n);
   if (threadIdx.x == 0) {
     ids_g[0] = ng;
     ids_p[0] = total - ng;
+    ids_g[batch + 1] = ids_p[batch + 1] = ids[batch + 1];
   }
   for (int i = threadIdx.x; i < total; i += blockDim.x) {
     if (i < ng) ids_g[1 + i] = ids[1 + i];
@@ -254,7 +310,7 @@ static int slots_prep(const kseek_params* p, cudaStream_t stream, const int32_t*
   // of memory; the prefill's K/V batch coordinate is the list position (Args::kslot), < ids_g[0] <= slots
   sl.d = pg::slot_view(p, w + 2 * mixed_ids_bytes(p), slots);
   if (!fa3::fast_ok(&sl.d)) return -1;
-  split_ids<<<1, 256, 0, stream>>>(ids, slots, sl.ids_g, sl.ids_p);
+  split_ids<<<1, 256, 0, stream>>>(ids, slots, p->batch, sl.ids_g, sl.ids_p);
   if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   return pg::launch_listed(p, &sl.d, sl.ids_g, slots, stream);
 }
@@ -334,10 +390,17 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   kseek_params pd = *p;
   pd.workspace = static_cast<char*>(p->workspace) + idb + extra;
   pd.workspace_bytes = p->workspace_bytes - idb - extra;
-  long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), ids);
-  if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
-  const int cap = mixed_cap();
+  int cap = mixed_cap();
   Side* side = cap > 0 ? side_for(stream) : nullptr;
+  // KSEEK_FA3_MIXED_BALANCE: beside the decode part, the prefill grid is one CTA per SM and long_seqs sets
+  // how many of them run (one stream: no budget, the prefill runs after the decode on every SM)
+  Weigh w{p->seqused_k, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim + p->head_dim_v, p->causal ? 1 : 0, 0};
+  if (side && fa3::build::kMixedBalance) {
+    w.sms = fa3::sm_count(fa3::current_device());
+    cap = w.sms;
+  }
+  long_seqs<<<1, 1024, 0, stream>>>(p->cu_seqlens_q, p->batch, dec::row_cap(p), w, ids);
+  if (cudaGetLastError() != cudaSuccess) return KSEEK_ERR_CUDA;
   if (side == nullptr) {  // one stream: the decode, then the prefill
     const int r = dec::run(&pd, stream);
     if (r != KSEEK_OK) return r;

@@ -111,6 +111,12 @@ __global__ void __launch_bounds__(kThreads, 1)
                const __grid_constant__ CUtensorMap tv, const __grid_constant__ CUtensorMap to,
                const __grid_constant__ Args a) {
   using L = Smem<D, DV, BN>;
+  if constexpr (PG && DYN) {  // a mixed call's prefill CTAs past its budget: counted as finished, nothing else
+    if ((int)blockIdx.x >= cta_budget<PG, DYN>(a)) {
+      if (threadIdx.x == 0) sched_done(a);
+      return;
+    }
+  }
   extern __shared__ uint8_t smem_raw[];
   const uint32_t base = (smem_u32(smem_raw) + 1023u) & ~1023u;
   if (threadIdx.x == 0) {

@@ -131,13 +131,14 @@ __device__ __forceinline__ void producer(uint32_t base, const CUtensorMap* tq, c
     prefetch_tmap(tv);
   }
   // the next tile from the counter: lane 0 draws it, every lane gets it
+  const int first = cta_budget<PG, DYN>(a);
   auto draw = [&]() {
     if constexpr (kWarp) {
       int v = 0;
-      if (lead) v = next_tile(a);
+      if (lead) v = next_tile(a, first);
       return __shfl_sync(0xffffffffu, v, 0);
     } else {
-      return next_tile(a);
+      return next_tile(a, first);
     }
   };
   // (declared qi before kv: the other order gives the same program with other register names in

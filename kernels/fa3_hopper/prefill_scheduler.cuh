@@ -15,8 +15,9 @@ namespace fa3 {
 // rotates kSchedSlots slots so that launches on different streams do not share a counter.
 constexpr int kSchedSlots = 32;
 __device__ int g_sched[kSchedSlots][2];
-__device__ __forceinline__ int next_tile(const Args& a) {
-  return (int)gridDim.x + atomicAdd(&g_sched[a.slot][0], 1);
+// `first`: the CTAs that take tiles (cta_budget); they start on tiles 0 .. first - 1.
+__device__ __forceinline__ int next_tile(const Args& a, int first) {
+  return first + atomicAdd(&g_sched[a.slot][0], 1);
 }
 // Called once per CTA by its producer thread after its last next_tile.
 __device__ __forceinline__ void sched_done(const Args& a) {
@@ -45,6 +46,16 @@ template <bool PG>
 __device__ __forceinline__ int seq_count(const Args& a) {
   if constexpr (PG) return a.ids ? __ldg(a.ids) : a.batch;
   return a.batch;
+}
+// How many of this launch's CTAs take tiles: all of them, or for a mixed call's prefill launch (dynamic
+// schedule) the budget long_seqs wrote after the list (ids[batch + 1], >= 1; KSEEK_FA3_MIXED_BALANCE): the
+// others exit at once (fwd_kernel) and leave their SMs to the call's decode part.
+template <bool PG, bool DYN>
+__device__ __forceinline__ int cta_budget(const Args& a) {
+  if constexpr (PG && DYN) {
+    if (a.ids) return min((int)gridDim.x, __ldg(a.ids + a.batch + 1));
+  }
+  return (int)gridDim.x;
 }
 // Tiles of this launch (the persistent loops' bound).
 template <bool PG>

@@ -89,6 +89,11 @@
 //                                  serving s01-s07 graph: reserve 20 (grid 112) 0.5-3.6% faster on every row
 //                                  than one stream, outputs bit for bit the same; 66 SMs reserved: s02 -6.5%
 //                                  but s04 +30%, s05 +34% (NOTES v17)
+//   -DKSEEK_FA3_MIXED_BALANCE=1    (default since v23; needs MIXED_RESERVE > 0) a mixed call's prefill grid
+//                                  is one CTA per SM and long_seqs sets, on the device, how many of its CTAs
+//                                  run: the SMs its share of the call's estimated time asks for (prefill
+//                                  query-key blocks against the decode part's bytes); the others exit at
+//                                  once and leave their SMs to the decode part. 0: the fixed reserve (v22)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -140,6 +145,9 @@
 #endif
 #ifndef KSEEK_FA3_MIXED_GATHER_SLOTS
 #define KSEEK_FA3_MIXED_GATHER_SLOTS 0
+#endif
+#ifndef KSEEK_FA3_MIXED_BALANCE
+#define KSEEK_FA3_MIXED_BALANCE 1
 #endif
 #ifndef KSEEK_FA3_MIXED_RESERVE
 #define KSEEK_FA3_MIXED_RESERVE 20
@@ -206,6 +214,8 @@ static_assert(KSEEK_FA3_MIXED_GATHER_SLOTS >= 0, "KSEEK_FA3_MIXED_GATHER_SLOTS m
 constexpr int kMixedGatherSlots = KSEEK_FA3_MIXED_GATHER_SLOTS;
 static_assert(KSEEK_FA3_MIXED_RESERVE >= -1, "KSEEK_FA3_MIXED_RESERVE must be -1 (probe), 0 (off) or an SM count");
 constexpr int kMixedReserve = KSEEK_FA3_MIXED_RESERVE;
+static_assert(KSEEK_FA3_MIXED_BALANCE == 0 || KSEEK_FA3_MIXED_BALANCE == 1, "KSEEK_FA3_MIXED_BALANCE must be 0 or 1");
+constexpr bool kMixedBalance = KSEEK_FA3_MIXED_BALANCE != 0;
 
 }  // namespace build
 }  // namespace fa3
