@@ -89,11 +89,15 @@
 //                                  serving s01-s07 graph: reserve 20 (grid 112) 0.5-3.6% faster on every row
 //                                  than one stream, outputs bit for bit the same; 66 SMs reserved: s02 -6.5%
 //                                  but s04 +30%, s05 +34% (NOTES v17)
-//   -DKSEEK_FA3_MIXED_BALANCE=1    (default since v23; needs MIXED_RESERVE > 0) a mixed call's prefill grid
-//                                  is one CTA per SM and long_seqs sets, on the device, how many of its CTAs
-//                                  run: the SMs its share of the call's estimated time asks for (prefill
-//                                  query-key blocks against the decode part's bytes); the others exit at
-//                                  once and leave their SMs to the decode part. 0: the fixed reserve (v22)
+//   -DKSEEK_FA3_MIXED_BALANCE=0|1  (needs MIXED_RESERVE > 0) 1: a mixed call's prefill grid is one CTA per SM
+//                                  and long_seqs sets, on the device, how many of its CTAs run: the SMs its
+//                                  share of the call's estimated time asks for (prefill query-key blocks
+//                                  against the decode part's bytes at 20 KB/us per SM); the others exit at
+//                                  once and leave their SMs to the decode part. 0 (default): the fixed
+//                                  reserve. H200, v23b: fa3api varlen_q_dense graph 81.7 -> 69.7 us, but
+//                                  serving s01-s07 0.65-0.96x of FA3 against 0.85-1.01x with 0: there the
+//                                  decode part has CTAs enough to spread over the prefill's SMs once it
+//                                  ends, and a prefill squeezed onto a few SMs ends last (NOTES v23)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -147,7 +151,7 @@
 #define KSEEK_FA3_MIXED_GATHER_SLOTS 0
 #endif
 #ifndef KSEEK_FA3_MIXED_BALANCE
-#define KSEEK_FA3_MIXED_BALANCE 1
+#define KSEEK_FA3_MIXED_BALANCE 0
 #endif
 #ifndef KSEEK_FA3_MIXED_RESERVE
 #define KSEEK_FA3_MIXED_RESERVE 20
