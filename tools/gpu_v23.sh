@@ -5,8 +5,8 @@
 #   ab     the varlen grid against FA3: default, KSEEK_FA3_OSTORE=densetma (v22's epilogue), default again;
 #          the fa3api step kernels (varlen_q_dense, seqused_q_varlen), the fa3api grid, hopper correctness
 #   ab2    (v23b) the varlen grid, step kernels and serving with the mixed call's CTA budget and without it
-#   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), then FA3's varlen and kvcache
-#          tests with what is left
+#   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), hopper and varlen correctness,
+#          then FA3's varlen and kvcache tests with what is left
 #   bench  bench26 against FA3 twice (per call and graph), serving s01-s09 with what is left
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v23.sh ab
 set -uo pipefail
@@ -57,6 +57,10 @@ case $mode in
       tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_seqused_segments_gpu.py \
       tests/gpu/test_decode_wide_gpu.py > "$OUT/gputests.txt" 2>&1
     tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1
+    grep -E '^correct' "$OUT/hopper.txt"
+    log "varlen check"; timeout -k 5 "$(cap 60)" "${ev[@]}" --grid varlen --check-only > "$OUT/varlen_check.txt" 2>&1
+    grep -E '^correct' "$OUT/varlen_check.txt"
     log "FA3 varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_varlen_output test_flash_attn_kvcache}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
