@@ -7,6 +7,7 @@
 #   ab2    (v23b) the varlen grid, step kernels and serving with the mixed call's CTA budget and without it
 #   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), hopper and varlen correctness,
 #          then FA3's varlen and kvcache tests with what is left
+#   final  bench26 against FA3 once, the varlen grid, the fa3api grid
 #   bench  bench26 against FA3 twice (per call and graph), serving s01-s09 with what is left
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v23.sh ab
 set -uo pipefail
@@ -73,6 +74,14 @@ case $mode in
     log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ;;
+  final)   # the session's last kernels: bench26 against FA3 (dense rows: the epilogue's SASS changed), the varlen grid,
+           # the fa3api grid
+    log "bench26"; timeout -k 5 "$(cap 150)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
+      > "$OUT/bench26.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26.txt" | cut -c1-150
+    varlen final
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
