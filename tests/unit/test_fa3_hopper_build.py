@@ -101,7 +101,7 @@ def test_mixed_gather_adds_the_list_split_and_the_slot_copy(built, tmp_path_fact
     assert constraints.check_binary(r.so_path).ok
     base = {k["demangled"] for k in r.ptxas}
     var = {k["demangled"]: k for k in built.ptxas}
-    assert set(var) - base == {"pg::gather_listed(pg::Args, int const*)", "split_ids(int const*, int, int*, int*)"}
+    assert set(var) - base == {"pg::gather_listed(pg::Args, int const*)", "split_ids(int const*, int, int, int*, int*)"}
     assert base <= set(var)
     spilled = {n: k["spill_stores_bytes"] for n, k in var.items() if k["spill_stores_bytes"] or k["spill_loads_bytes"]}
     assert all(re.search(r"fwd_kernel<__\w+, (192|256), \d+, \d+, 2, true, true>", n) for n in spilled), spilled

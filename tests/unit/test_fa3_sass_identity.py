@@ -1,6 +1,7 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v22's (kernels/fa3_hopper/sass_v22.json: session 22's split-KV combine and wide (8-warp) decode;
-below, v16 -> v22 compared from the references. Before: sass_v16.json, session 16's ABI 3 put attention_chunk into every
+holds equals v23's (kernels/fa3_hopper/sass_v23.json: session 23's packed-query O by TMA store and the mixed
+call's CTA budget; below, v22 -> v23 compared from the references. Before: sass_v22.json, session 22's split-KV
+combine and wide (8-warp) decode; v16 -> v22 compared from the references. Before: sass_v16.json, session 16's ABI 3 put attention_chunk into every
 attention kernel; v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
 and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
 6 kernels to v13's 85, from commit aa20ca6, unchanged; both checked below from the references alone), and kernels/naive_fwd.cu's equals v12's (commit 346fdc1;
@@ -28,7 +29,7 @@ REPO = Path(__file__).resolve().parents[2]
 ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
-    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v22.json",
+    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v23.json",
                    0, 105),
     "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v16.json", 0, 10),
 }
@@ -173,3 +174,23 @@ def test_v22_changes_only_the_split_kv_decode():
     for k in by["differs"]:
         if "splitkv_kernel" in k:
             assert v16[k]["resources"] == v22[k]["resources"], (k, v16[k]["resources"], v22[k]["resources"])
+
+
+def test_v23_changes_the_prefill_epilogue_and_the_mixed_budget_only():
+    """v23 (session 23): the prefill epilogue stores a packed-query tile's whole 64-row boxes by TMA, so the 32
+    bf16/fp16 prefill kernels with O staging differ (hd64 at 128 and 192 keys, hd96 and hd128 at 128; static and
+    dynamic, dense and paged); the paged/mixed dynamic kernels read the mixed call's CTA budget, so the 8 of them
+    without O staging differ too; long_seqs (which weighs the call) and split_ids (which carries the budget) have
+    new signatures. The other 63 kernels, every split-KV decode, combine, page copy, fp8 and naive kernel and the
+    static prefill kernels without O staging among them, keep v22's SASS byte for byte."""
+    v22, rows, by = _compare_references(22, 23)
+    assert sorted(by) == ["differs", "only new", "only old", "same"], sorted(by)
+    staged = r"fwd_kernel<__\w+, (64, 64, (128|192)|96, 96, 128|128, 128, 128), 2, (true|false), (true|false)>"
+    pg_dyn = r"fwd_kernel<__\w+, (96, 96, 192|192, 128, 128|192, 192, 112|256, 256, 80), 2, true, true>"
+    assert len(by["differs"]) == 40, by["differs"]
+    assert sum(bool(re.search(staged, k)) for k in by["differs"]) == 32, by["differs"]
+    assert all(re.search(staged, k) or re.search(pg_dyn, k) for k in by["differs"]), by["differs"]
+    assert sorted(re.sub(r"\(.*", "", k) for k in by["only new"]) == ["long_seqs", "split_ids"], by["only new"]
+    assert sorted(re.sub(r"\(.*", "", k) for k in by["only old"]) == ["long_seqs", "split_ids"], by["only old"]
+    assert len(by["same"]) == 63 and not any(re.search(staged, k) or re.search(pg_dyn, k) for k in by["same"])
+    assert sum("splitkv" in k or "combine_kernel" in k for k in by["same"]) == 21, by["same"]
