@@ -315,9 +315,10 @@ def test_history_of_the_committed_fa3_versions(tmp_path):
     # v13peers: v13's against those and FA4 (session 11; its runs set KSEEK_BUNDLED, a harness setting);
     # v13rounds: the same kernel, graph times over alternating replay rounds (session 12, --graph-rounds 4);
     # v15peers: kernel v15 against every peer, rounds too (session 15; the 3-row warm-up is not a version);
-    # v16a, v16b, v16: the three states of kernel v16 (ABI 3's attention_chunk) against FA3 (session 16)
-    assert vs[0] == "v2" and vs[-9:] == ["v10", "v12", "v12peers", "v13peers", "v13rounds", "v15peers",
-                                         "v16a", "v16b", "v16"]
+    # v16a, v16b, v16: the three states of kernel v16 (ABI 3's attention_chunk) against FA3 (session 16);
+    # v23c: kernel v23 (packed-query O by TMA store, varlen on the dynamic kernels) against FA3 (session 23)
+    assert vs[0] == "v2" and vs[-10:] == ["v10", "v12", "v12peers", "v13peers", "v13rounds", "v15peers",
+                                          "v16a", "v16b", "v16", "v23c"]
     assert len(set(vs)) == len(vs)
     assert list(triage.history(runs, kernel="kernels/fa3_hopper")["version"]) == vs
     assert df.attrs["variants_left_out"] == 2       # v3var2 (KSEEK_FA3_VARIANT), v4section (KSEEK_FA3_ORDER)
