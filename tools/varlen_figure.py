@@ -18,6 +18,11 @@ import matplotlib.pyplot as plt  # noqa: E402
 from kernelseek import store  # noqa: E402
 
 
+def speedups(run_dir: str | Path) -> dict:
+    """{scenario: FA3's kernel time over ours} of one run directory (None where a row was not timed)."""
+    return {r["scenario"]: r.get("kernel_speedup") for r in store.read_results(Path(run_dir))["rows"]}
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, help="the PNG to write")
@@ -28,8 +33,7 @@ def main(argv=None) -> int:
         label, _, path = item.partition("=")
         if not path:
             ap.error(f"{item!r}: expected LABEL=RUN_DIR")
-        rows = store.read_results(Path(path))["rows"]
-        series.append((label, {r["scenario"]: r.get("kernel_speedup") for r in rows}))
+        series.append((label, speedups(path)))
     names = list(series[0][1])
     fig, ax = plt.subplots(figsize=(10, 4.2))
     w = 0.8 / len(series)

@@ -47,7 +47,7 @@ def test_builtin_grids_are_the_four_expected():
     assert {p.stem for p in GRID_DIR.glob("*.yaml")} >= {"bench26", "optest", "hopper", "smoke"}
 
 
-@pytest.mark.parametrize("name,minimum", [("bench26", 26), ("optest", 58), ("hopper", 182), ("smoke", 5)])
+@pytest.mark.parametrize("name,minimum", [("bench26", 26), ("optest", 58), ("hopper", 182), ("smoke", 5), ("varlen", 8)])
 def test_shipped_grid_loads_with_unique_names(name, minimum):
     grid = load_grid(name)
     assert len(grid) >= minimum
@@ -601,3 +601,22 @@ def test_attention_chunk_is_validated_counted_and_only_written_when_set(tmp_path
     assert s.to_dict()["attention_chunk"] == 4 and "chunk4" in s.short()
     assert "attention_chunk" not in Scenario(name="d", heads_q=2, heads_kv=2, head_dim=64, batch=1, seqlen_q=6,
                                              seqlen_k=6).to_dict()
+
+
+def test_varlen_grid_is_packed_prefill_with_awkward_lengths():
+    """The varlen grid (session 23): every row packs its queries (cu_seqlens), is a prefill, and between them the
+    rows hold sequences that end mid-tile (not a multiple of 128 rows), one-row sequences, more keys than
+    queries (a chunk over its prefix), GQA 4 and 8, head dims 64 and 128, and a non-causal row; row 1 is
+    bench26's row 18."""
+    grid = load_grid("varlen")
+    assert [s.row for s in grid] == list(range(1, len(grid) + 1))
+    assert all(s.varlen and s.group == "prefill" and s.dtype == "bf16" for s in grid)
+    lens = [q for s in grid for q in s.seqlens_q]
+    assert any(q % 128 for q in lens) and 1 in lens
+    assert any(k > q for s in grid for q, k in zip(s.seqlens_q, s.seqlens_k))
+    assert {s.heads_q // s.heads_kv for s in grid} >= {2, 4, 8} and {s.head_dim for s in grid} == {64, 128}
+    assert any(not s.causal for s in grid)
+    r18 = next(s for s in load_grid("bench26") if s.row == 18)
+    v1 = grid[0]
+    assert (v1.seqlens_q, v1.seqlens_k, v1.heads_q, v1.heads_kv, v1.head_dim, v1.causal) == (
+        r18.seqlens_q, r18.seqlens_k, r18.heads_q, r18.heads_kv, r18.head_dim, r18.causal)
