@@ -8,6 +8,7 @@
 #   tests  GPU tests (attention API, fast path, fa3api, segments, wide decode), hopper and varlen correctness,
 #          then FA3's varlen and kvcache tests with what is left
 #   final  bench26 against FA3 once, the varlen grid, the fa3api grid
+#   final2 the whole GPU test set (qv's too), bench26 against FA3 again
 #   bench  bench26 against FA3 twice (per call and graph), serving s01-s09 with what is left
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v23.sh ab
 set -uo pipefail
@@ -82,6 +83,14 @@ case $mode in
     varlen final
     log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
     grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    ;;
+  final2)  # the whole GPU test set of the final commit (session 22's, qv's among them), then bench26 against FA3 again
+    log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
+      tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+    log "bench26"; timeout -k 5 "$(cap 150)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
+      > "$OUT/bench26.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26.txt" | cut -c1-150
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
