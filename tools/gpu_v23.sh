@@ -23,30 +23,43 @@ varlen() {   # varlen TAG [--define ...]: the varlen grid against FA3, per call 
   log "varlen $tag $*"; timeout -k 5 "$(cap 100)" "${ev[@]}" --grid varlen --baseline fa3 --graph --budget "${BUDGET:-0.15}" "$@" \
     > "$OUT/varlen_$tag.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/varlen_$tag.txt" | cut -c1-150 | head -14
 }
+fa3grid() {   # the fa3api grid once
+  log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+  grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+}
+check() {     # check GRID: correctness only, into $OUT/GRID.txt (hopper) or $OUT/GRID_check.txt
+  local f=$OUT/$1.txt; [ "$1" = hopper ] || f=$OUT/$1_check.txt
+  log "$1 check"; timeout -k 5 "$(cap "${2:-80}")" "${ev[@]}" --grid "$1" --check-only > "$f" 2>&1; grep -E '^correct' "$f"
+}
+steps() {     # steps ROWS [OUTFILE]: the fa3api rows kernel by kernel in graph replay
+  log "step kernels $1"; timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api "$1" > "${2:-$OUT/step_kernels.txt}" 2>&1
+  cut -c1-130 "${2:-$OUT/step_kernels.txt}" | grep -v Warn | head -40
+}
+gputests() {  # gputests FILE...: the GPU tests given, into $OUT/gputests.txt
+  log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu "$@" > "$OUT/gputests.txt" 2>&1
+  tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
+}
+bench26() {   # bench26 TAG: bench26 against FA3, per call and graph
+  log "bench26 $1"; timeout -k 5 "$(cap 150)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
+    > "$OUT/bench26$1.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26$1.txt" | cut -c1-150
+}
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   ab)
     varlen def1
     varlen dt1 --define KSEEK_FA3_OSTORE=densetma
     varlen def2
-    log "step kernels"; timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api "$STEPS" > "$OUT/step_kernels.txt" 2>&1
-    cut -c1-130 "$OUT/step_kernels.txt" | grep -v Warn | head -40
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1
-    grep -E '^correct' "$OUT/hopper.txt"
+    steps "$STEPS"
+    fa3grid
+    check hopper
     ;;
   ab2)     # v23b: varlen on the dynamic kernels at every head dim, the mixed call's balanced CTA budget: the varlen
            # grid, step kernels with the budget and without (KSEEK_FA3_MIXED_BALANCE=0, v23's fixed reserve), the
            # fa3api grid, serving s01-s09 with the budget, then without it with what is left
     varlen def3
-    log "step kernels"; timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api "$STEPS" > "$OUT/step_kernels.txt" 2>&1
-    cut -c1-130 "$OUT/step_kernels.txt" | grep -v Warn | head -40
-    log "step kernels, balance 0"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_BALANCE=0 timeout -k 5 "$(cap 60)" \
-      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/step_kernels_b0.txt" 2>&1
-    cut -c1-130 "$OUT/step_kernels_b0.txt" | grep -v Warn | head -20
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    steps "$STEPS"
+    KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_BALANCE=0 steps varlen_q_dense "$OUT/step_kernels_b0.txt"
+    fa3grid
     for b in 1 0; do   # (1 = the default build: no define, so the carried build serves it)
       def=""; [ $b = 0 ] && def=KSEEK_FA3_MIXED_BALANCE=0
       log "serving balance $b"; KSEEK_ATTENTION_DEFINES=$def timeout -k 5 "$(cap 130)" python3 tools/serving_bench.py \
@@ -55,42 +68,31 @@ case $mode in
     done
     ;;
   tests)
-    log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_attention_api_gpu.py \
-      tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_seqused_segments_gpu.py \
-      tests/gpu/test_decode_wide_gpu.py > "$OUT/gputests.txt" 2>&1
-    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1
-    grep -E '^correct' "$OUT/hopper.txt"
-    log "varlen check"; timeout -k 5 "$(cap 60)" "${ev[@]}" --grid varlen --check-only > "$OUT/varlen_check.txt" 2>&1
-    grep -E '^correct' "$OUT/varlen_check.txt"
+    gputests tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py \
+      tests/gpu/test_seqused_segments_gpu.py tests/gpu/test_decode_wide_gpu.py
+    check hopper
+    check varlen 60
     log "FA3 varlen / kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 10 )) \
       FA3_GROUPS="${FA3_GROUPS:-test_flash_attn_varlen_output test_flash_attn_kvcache}" bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -16 "$OUT/fa3tests.log" | cut -c1-160
     ;;
   bench)
-    for i in 1 2; do
-      log "bench26 $i"; timeout -k 5 "$(cap 120)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
-        > "$OUT/bench26_$i.txt" 2>&1; grep -E "geomean|correct" "$OUT/bench26_$i.txt" | head -4
-    done
+    bench26 _1
+    bench26 _2
     log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.2}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
     ;;
   final)   # the session's last kernels: bench26 against FA3 (dense rows: the epilogue's SASS changed), the varlen grid,
            # the fa3api grid
-    log "bench26"; timeout -k 5 "$(cap 150)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
-      > "$OUT/bench26.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26.txt" | cut -c1-150
+    bench26 ""
     varlen final
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    fa3grid
     ;;
   final2)  # the whole GPU test set of the final commit (session 22's, qv's among them), then bench26 against FA3 again
-    log "GPU tests"; timeout -k 5 "$(cap 220)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
-      tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
-      tests/gpu/test_seqused_segments_gpu.py > "$OUT/gputests.txt" 2>&1
-    tail -40 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -20
-    log "bench26"; timeout -k 5 "$(cap 150)" "${ev[@]}" --grid bench26 --baseline fa3 --graph --budget 0.15 \
-      > "$OUT/bench26.txt" 2>&1; grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26.txt" | cut -c1-150
+    gputests tests/gpu/test_decode_wide_gpu.py tests/gpu/test_qv_gpu.py tests/gpu/test_fastpath_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_seqused_segments_gpu.py
+    bench26 ""
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac

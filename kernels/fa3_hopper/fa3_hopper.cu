@@ -68,7 +68,7 @@ int launch(const kseek_params* p, cudaStream_t stream, int64_t rq, int64_t rk, c
     // Packed queries take the dynamic kernels at every head dim (v23; hd64's are built for chunked calls
     // anyway): the tile slots past a sequence's last query row are empty, and the static round-robin over
     // the slots left CTAs unequal (H200, varlen grid against FA3: hd64 0.57x, non-causal hd128 0.69x).
-    if constexpr (var == 2 && build::kSched == build::sched_auto) {
+    if constexpr (build::kSched == build::sched_auto) {
       if (p->cu_seqlens_q) return pg ? start<T, D, DV, BN, 2, true, true>(l, stream) : start<T, D, DV, BN, 2, true>(l, stream);
     }
     if constexpr (can_dyn && can_static) {
