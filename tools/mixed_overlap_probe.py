@@ -11,6 +11,8 @@ bit (the same kernels compute the same rows; only where they run changes).
 
     KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 python tools/mixed_overlap_probe.py [ROW_REGEX] [RESERVES]
     (GPU machine; RESERVES comma-separated, default 0,8,20,32,44,66; session 17 swept caps 66-124 of 132)
+ROW_REGEX matches serving rows (kernelseek/grids/serving.yaml) and fa3api rows (grids/fa3api.yaml, whose
+mixed ones are varlen_q_dense, varlen_q_paged, append_plain_varlen): both are swept.
 """
 import os
 import re
@@ -20,6 +22,7 @@ import sys
 import torch
 
 from kernelseek import attention_core as C
+from kernelseek import fa3api_grid as F
 from kernelseek import graph_timing as GT
 from kernelseek import serving_grid as G
 from kernelseek import serving_peers as P
@@ -43,27 +46,41 @@ def main(pattern: str = "^s0[1-7]", caps: str = "0,8,20,32,44,66") -> int:
     hooks = FlushHooks(torch.device("cuda"))
     caps_ = [int(c) for c in caps.split(",")]
     print(f"{'row':<44} {'fa3 us':>8} " + " ".join(f"{'rsv ' + str(c):>12}" for c in caps_) + "   (graph us / per-call us; = bits equal reserve 0)")
-    for row in G.load_rows():
-        if not re.search(pattern, row.name):
-            continue
-        call = G.make_call(row, device="cuda", seed=5)
-        peer = P.fa3(call)
-        fa3 = graph_us(peer.fn, hooks) if peer.fn is not None else float("nan")
+    for name, ours, fa3_fn in _rows(pattern):
+        fa3 = graph_us(fa3_fn, hooks) if fa3_fn is not None else float("nan")
         cells, ref = [], None
         for cap in caps_:
             setter(cap)
-            o = G.ours(call)
+            o = _first(ours())
             torch.cuda.synchronize()
             same = "=" if ref is None or torch.equal(o.view(torch.uint8), ref.view(torch.uint8)) else "!"
             ref = o.clone() if ref is None else ref
-            g = graph_us(lambda: G.ours(call), hooks)
-            pc = time_ms(lambda: G.ours(call), 20) * 1e3
+            g = graph_us(ours, hooks)
+            pc = time_ms(ours, 20) * 1e3
             cells.append(f"{g:6.1f}/{pc:5.0f}{same}")
-            print(f"  {row.name} reserve {cap}: graph {g:.1f} us, per call {pc:.0f} us, fa3 {fa3:.1f} us, "
+            print(f"  {name} reserve {cap}: graph {g:.1f} us, per call {pc:.0f} us, fa3 {fa3:.1f} us, "
                   f"speed {fa3 / g:.3f}, paths {C.RECORD['paths']}", flush=True)
         setter(0)
-        print(f"{row.name[:44]:<44} {fa3:8.1f} " + " ".join(f"{c:>12}" for c in cells), flush=True)
+        print(f"{name[:44]:<44} {fa3:8.1f} " + " ".join(f"{c:>12}" for c in cells), flush=True)
     return 0
+
+
+def _first(res):
+    """The output tensor of a call that may also return its LSE."""
+    return res[0] if isinstance(res, tuple) else res
+
+
+def _rows(pattern: str):
+    """(name, our call, FA3's call or None) for each serving and fa3api row the pattern matches."""
+    for row in G.load_rows():
+        if re.search(pattern, row.name):
+            call = G.make_call(row, device="cuda", seed=5)
+            yield row.name, (lambda c=call: G.ours(c)), P.fa3(call).fn
+    for row in F.load_rows():
+        if re.search(pattern, row["name"]):
+            call = F.make_call(row)
+            kv = call.caches() if row["fn"] == "kvcache" else None
+            yield row["name"], call.bound(caches=kv), F.fa3_callable(call)[0]
 
 
 if __name__ == "__main__":

@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Session 24 on the H200 (kernels/NOTES.md "v24"): where a mixed call's decode part should run beside its
+# prefill part, and the host time of the append pair. One device call per mode, each ending before TOTAL_S:
+#   probe  host time and cProfile of the fa3api per-call rows under 0.8x (append_rotary_prefill, varlen_q_dense),
+#          then the reserve sweep (tools/mixed_overlap_probe.py, the KSEEK_FA3_MIXED_RESERVE=-1 build) over
+#          serving s01-s09 and the fa3api mixed rows
+# carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v24.sh probe
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-probe}
+OUT=${OUT:-/tmp/v24_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+echo "mode $mode" | tee -a "$OUT/device.txt"
+case $mode in
+  probe)
+    log "host profile"; timeout -k 5 "$(cap 120)" python3 tools/host_profile.py --rows "${HOST_ROWS:-append_rotary_prefill|varlen_q_dense}" \
+      --reps 300 --top 25 > "$OUT/host_profile.txt" 2>&1; grep -E "us/call" "$OUT/host_profile.txt"
+    log "reserve sweep"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 300)" \
+      python3 tools/mixed_overlap_probe.py "${ROWS:-^s0|varlen_q_dense|varlen_q_paged\$|append_plain_varlen}" "${RESERVES:-0,1,8,20,40}" \
+      > "$OUT/reserve_sweep.txt" 2>&1; grep -v "^  " "$OUT/reserve_sweep.txt" | cut -c1-150
+    ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac
+log "done"
