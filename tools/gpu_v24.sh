@@ -19,6 +19,17 @@ case $mode in
       python3 tools/mixed_overlap_probe.py "${ROWS:-^s0|varlen_q_dense|varlen_q_paged\$|append_plain_varlen}" "${RESERVES:-0,1,8,20,40}" \
       > "$OUT/reserve_sweep.txt" 2>&1; grep -v "^  " "$OUT/reserve_sweep.txt" | cut -c1-150
     ;;
+  probe2)  # the mixed decode's split count (PROBE_SPLITS) at three reserves, the one-stream step kernels, the append
+           # rows' host / per-call / graph time with the append and without it, alternately
+    log "splits sweep"; PROBE_SPLITS=${PROBE_SPLITS:-0,16,24,32,47,64} KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 \
+      timeout -k 5 "$(cap 200)" python3 tools/mixed_overlap_probe.py "${ROWS:-varlen_q_dense}" "${RESERVES:-0,1,20,40}" \
+      > "$OUT/splits_sweep.txt" 2>&1; grep -v "^  " "$OUT/splits_sweep.txt" | cut -c1-150
+    log "step kernels, one stream"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 90)" \
+      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/step_kernels_r0.txt" 2>&1
+    grep -v Warn "$OUT/step_kernels_r0.txt" | cut -c1-130 | head -20
+    log "append cost"; timeout -k 5 "$(cap 150)" python3 tools/append_cost.py > "$OUT/append_cost.txt" 2>&1
+    grep medians "$OUT/append_cost.txt"
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"

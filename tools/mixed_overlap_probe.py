@@ -12,7 +12,8 @@ bit (the same kernels compute the same rows; only where they run changes).
     KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 python tools/mixed_overlap_probe.py [ROW_REGEX] [RESERVES]
     (GPU machine; RESERVES comma-separated, default 0,8,20,32,44,66; session 17 swept caps 66-124 of 132)
 ROW_REGEX matches serving rows (kernelseek/grids/serving.yaml) and fa3api rows (grids/fa3api.yaml, whose
-mixed ones are varlen_q_dense, varlen_q_paged, append_plain_varlen): both are swept.
+mixed ones are varlen_q_dense, varlen_q_paged, append_plain_varlen): both are swept. PROBE_SPLITS=0,16,32
+(environment) runs each fa3api row once per num_splits value (0: the row's own), named row/ns=N.
 """
 import os
 import re
@@ -76,11 +77,16 @@ def _rows(pattern: str):
         if re.search(pattern, row.name):
             call = G.make_call(row, device="cuda", seed=5)
             yield row.name, (lambda c=call: G.ours(c)), P.fa3(call).fn
+    splits = [int(x) for x in os.environ.get("PROBE_SPLITS", "0").split(",")]
     for row in F.load_rows():
         if re.search(pattern, row["name"]):
-            call = F.make_call(row)
-            kv = call.caches() if row["fn"] == "kvcache" else None
-            yield row["name"], call.bound(caches=kv), F.fa3_callable(call)[0]
+            fa3 = None
+            for ns in splits:
+                r = dict(row, num_splits=ns) if ns else row
+                call = F.make_call(r)
+                kv = call.caches() if row["fn"] == "kvcache" else None
+                fa3 = fa3 or F.fa3_callable(F.make_call(row))[0]
+                yield row["name"] + (f"/ns={ns}" if ns else ""), call.bound(caches=kv), fa3
 
 
 if __name__ == "__main__":
