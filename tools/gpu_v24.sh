@@ -30,6 +30,13 @@ case $mode in
     log "append cost"; timeout -k 5 "$(cap 150)" python3 tools/append_cost.py > "$OUT/append_cost.txt" 2>&1
     grep medians "$OUT/append_cost.txt"
     ;;
+  steps)   # varlen_q_dense kernel by kernel at several num_splits, one stream (probe build, reserve 0) and reserve 20
+    for r in 0 20; do
+      log "step kernels reserve $r"; STEP_NUM_SPLITS=${STEP_NUM_SPLITS:-0,3,8,16,32} KSEEK_ATTENTION_DEFINES=$([ $r = 0 ] && echo KSEEK_FA3_MIXED_RESERVE=-1) \
+        timeout -k 5 "$(cap 120)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r$r.txt" 2>&1
+      grep -v Warn "$OUT/steps_r$r.txt" | grep -v _warn | cut -c1-110 | head -40
+    done
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"

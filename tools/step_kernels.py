@@ -11,8 +11,10 @@ between dependent kernels inside the graph).
 
     python tools/step_kernels.py [ROW_REGEX]        (serving rows; default ^s01; GPU machine only)
     python tools/step_kernels.py --fa3api ROW_REGEX (fa3api rows: one FA3-interface call per graph, ours
-                                                     and FlashAttention-3's where it takes the call)
+                                                     and FlashAttention-3's where it takes the call;
+                                                     STEP_NUM_SPLITS=0,8,16: ours once per num_splits)
 """
+import os
 import re
 import statistics
 import sys
@@ -99,13 +101,16 @@ def main_fa3api(pattern: str) -> int:
     if init is not None:
         init()
     hooks = FlushHooks(torch.device("cuda"))
+    splits = [int(x) for x in os.environ.get("STEP_NUM_SPLITS", "0").split(",")]
     for row in F.load_rows():
         if not re.search(pattern, row["name"]):
             continue
-        call = F.make_call(row)
-        kv = call.caches() if row["fn"] == "kvcache" else None
         print(f"{row['name']}:")
-        report("ours", call.bound(caches=kv), hooks)
+        for ns in splits:      # STEP_NUM_SPLITS=0,8,16: ours once per num_splits (0: the row's own)
+            call = F.make_call(dict(row, num_splits=ns) if ns else row)
+            kv = call.caches() if row["fn"] == "kvcache" else None
+            report(f"ours num_splits={ns}" if ns else "ours", call.bound(caches=kv), hooks)
+        call = F.make_call(row)
         fn, why = F.fa3_callable(call)
         if fn is None:
             print(f"  fa3: not run: {why}")
