@@ -37,9 +37,10 @@ contiguous int32). Without seqused_k, the plan passes the segments kernel used_k
 reads each sequence's key rows from cu_k itself (the same values as the cu_k[1:] - cu_k[:-1] it was given
 before: tests/unit/test_seqused_segments.py), so such a call is just the pair.
 A hit copies the params template and sets the pointers. For a pair it first replays the helper: its
-params template with the argument pointers, its own outputs allocated as the slow path does (kv_update:
-seqused [B] int32, q_out like q; seqused_segments: out [6B+2] int32), one launch on the current stream
-(kv_update writes the cache in place, as on the slow path).
+params template with the argument pointers, its own outputs (kv_update: seqused [B] int32, q_out like q;
+seqused_segments: out [6B+2] int32) at 256-byte offsets of one buffer (one allocation per hit: they are never
+returned, only their addresses reach the kernels), one launch on the current stream (kv_update writes the cache
+in place, as on the slow path).
 It allocates o, lse and the workspace as the slow path does; the workspace is sized per call by
 kseek_workspace_bytes, because the kernel's path, and so the workspace, depends on pointer alignment.
 The hit launches on the current stream and records RECORD and PATH_COUNTS as the slow path would
@@ -152,26 +153,43 @@ PRE_KINDS = {       # by the type of the Launched's params
 
 class Pre:
     """The launch before kseek_fwd in a pair (a kv_update or seqused_segments Launched, proven): its Kind
-    (PRE_KINDS) and function, its params without pointers, where each pointer comes from, and its own outputs
-    ((field, shape or None when this call has none, dtype), ...), in the order they follow the arguments."""
-    __slots__ = ("kind", "fn", "template", "ptrs", "device", "outs")
+    (PRE_KINDS) and function, its params without pointers, where each pointer comes from, and where its own
+    outputs lie in the one buffer a hit allocates for them ((field, byte offset or None when this call has
+    none), ...; `nbytes` in all), in the order they follow the arguments. One allocation, not one per output:
+    the outputs are the helper's and kseek_fwd's alone (never returned), so only their addresses matter, and
+    each torch.empty costs a few microseconds of host time per call (tools/append_cost.py)."""
+    __slots__ = ("kind", "fn", "template", "ptrs", "device", "layout", "nbytes")
 
     def run(self, vals):
-        """This call's outputs of the launch (a tuple, None where it has none), allocated and launched as the
-        slow path does; None if the library changed or the kernel refused."""
+        """(this call's outputs of the launch as _At addresses (None where it has none), the buffer that holds
+        them), allocated and launched as the slow path does; None if the library changed or the kernel refused."""
         lib = self.kind.mod._LIB
         if not lib or lib[0] is not self.fn:
             return None
         p = _filled(type(self.template), self.template, self.ptrs, vals)
-        dev = self.device
-        made = tuple(None if shape is None else torch.empty(shape, dtype=dtype, device=dev)
-                     for _, shape, dtype in self.outs)
-        for (name, _, _), t in zip(self.outs, made):
-            if t is not None:
-                setattr(p, name, t.data_ptr())
-        if self.kind.call(self.fn, p, ctypes.c_void_p(core._stream(dev) or None)) != 0:
+        buf = torch.empty(self.nbytes, dtype=torch.uint8, device=self.device)
+        base = buf.data_ptr()
+        made = []
+        for name, off in self.layout:
+            if off is None:
+                made.append(None)
+            else:
+                setattr(p, name, base + off)
+                made.append(_At(base + off))
+        if self.kind.call(self.fn, p, ctypes.c_void_p(core._stream(self.device) or None)) != 0:
             return None
-        return made
+        return tuple(made), buf
+
+
+class _At:
+    """An address where kseek_fwd's params take a tensor (fastpath_proof._filled reads only data_ptr())."""
+    __slots__ = ("p",)
+
+    def __init__(self, p):
+        self.p = p
+
+    def data_ptr(self):
+        return self.p
 
 
 class Entry:
@@ -187,10 +205,10 @@ class Entry:
         if lib is not self.lib:
             return None
         if self.pre is not None:       # its outputs follow the arguments: kseek_fwd's pointers may come from them
-            made = self.pre.run(vals)
-            if made is None:
+            pre = self.pre.run(vals)
+            if pre is None:
                 return None
-            vals = vals + made
+            vals = vals + pre[0]       # (pre[1], the outputs' buffer, lives until this call returns)
         p = _filled(abi.KseekParams, self.template, self.ptrs, vals)
         dev = self.device
         o = torch.empty(self.o_shape, dtype=self.o_dtype, device=dev)
@@ -301,7 +319,12 @@ def _pre(launched, kind, vals):
     e = Pre()
     e.kind, e.fn, (e.template, e.ptrs) = kind, launched.fn, proof
     e.device = next(x for x in made if x is not None).device   # each kind has one output it always makes
-    e.outs = tuple((f, None, None) if x is None else (f, tuple(x.shape), x.dtype) for f, x in zip(kind.own, made))
+    layout, n = [], 0
+    for f, x in zip(kind.own, made):   # each output at a 256-byte boundary, as torch's allocator aligns them
+        layout.append((f, None if x is None else n))
+        if x is not None:
+            n += (x.numel() * x.element_size() + 255) // 256 * 256
+    e.layout, e.nbytes = tuple(layout), max(n, 256)
     return e
 
 
