@@ -37,6 +37,19 @@ case $mode in
       grep -v Warn "$OUT/steps_r$r.txt" | grep -v _warn | cut -c1-110 | head -40
     done
     ;;
+  final)   # the one-allocation pair: the fast-path and attention GPU tests, the append rows' cost, varlen_q_dense's
+           # kernels at several num_splits on one stream, the fa3api grid
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fastpath_gpu.py \
+      tests/gpu/test_attention_api_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "append cost"; timeout -k 5 "$(cap 100)" python3 tools/append_cost.py > "$OUT/append_cost.txt" 2>&1
+    grep medians "$OUT/append_cost.txt"
+    log "step kernels"; STEP_NUM_SPLITS=${STEP_NUM_SPLITS:-0,8,16,32} KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 \
+      timeout -k 5 "$(cap 100)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
+    grep -v Warn "$OUT/steps_r0.txt" | grep -v _warn | cut -c1-110 | head -40
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"
