@@ -50,6 +50,23 @@ case $mode in
     log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
     grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
     ;;
+  ab24)    # v24b (a packed-query decode CTA walks its row tiles): the decode GPU tests, varlen_q_dense's kernels on one
+           # stream and at the default reserve, the fa3api grid, serving s01-s09, hopper correctness
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
+      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
+    timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
+    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -30
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
+    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"

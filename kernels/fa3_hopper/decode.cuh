@@ -94,6 +94,8 @@ struct Args {
   int wl, wr;                           // -1 = unbounded; causal already folded into wr = 0
   int chunk;                            // attention_chunk (kseek.h), 0 = off
   int softcap_on;
+  int mloop;                            // 1: a CTA walks its (sequence, split, KV head)'s row tiles
+                                        // (packed queries; the grid has no mt), 0: one tile per CTA
   float scale_log2;                     // no softcap: scale*log2(e); softcap: scale/softcap
   float cap_log2;                       // softcap*log2(e)
 };
@@ -179,9 +181,11 @@ __device__ __forceinline__ bool seq_q(const Args& a, int b, SeqQ& s) {
 // ------------------------------------------------------------------------------------------------
 // Main kernel
 // ------------------------------------------------------------------------------------------------
-// The body of splitkv_kernel (kWide false) and splitkv_wide (true).
+// The body of splitkv_kernel (kWide false) and splitkv_wide (true): the row tile `bid` names (as blockIdx.x
+// below). false when it has no rows (its sequence is a mixed call's long one, or the tile is past its rows):
+// neither has any later tile of the same (sequence, split, KV head).
 template <typename T, int D, int Dv, bool kWide>
-__device__ __forceinline__ void splitkv_body(const Args& a) {
+__device__ __forceinline__ bool splitkv_body(const Args& a, int bid) {
   using C = Cfg<D, Dv, kWide>;
   constexpr int S = C::kStages;
   constexpr int kWarps = C::kW, kThreads = 32 * C::kW;   // (the namespace's 4 and 128 unless wide)
@@ -191,9 +195,8 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
   const int tid = threadIdx.x, lane = tid & 31, w = tid >> 5;
   const int g = lane >> 2, q4 = lane & 3;
 
-  // blockIdx.x = ((b * nsplit + split) * Hkv + h) * mtiles + mt: the query tiles and KV heads of
+  // bid = ((b * nsplit + split) * Hkv + h) * mtiles + mt: the query tiles and KV heads of
   // one (sequence, split) are neighbours, so they run together and share pages / L2 lines.
-  int bid = blockIdx.x;
   const int mt = bid % a.mtiles;
   bid /= a.mtiles;
   const int h = bid % a.Hkv;
@@ -202,9 +205,9 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
   const int b = bid / a.nsplit;
 
   SeqQ sqb;
-  if (!seq_q(a, b, sqb)) return;  // a mixed call's long sequence: the prefill launch runs it
+  if (!seq_q(a, b, sqb)) return false;  // a mixed call's long sequence: the prefill launch runs it
   const int m0 = mt * kRows;
-  if (m0 >= sqb.sq * a.G) return;             // packed queries: past this sequence's rows
+  if (m0 >= sqb.sq * a.G) return false;        // packed queries: past this sequence's rows
   const int mv = min(kRows, sqb.sq * a.G - m0);  // valid rows of this tile (>= 1)
 
   // ---- Q tile: global -> registers now, -> swizzled smem below (rows past M are zero) ----------
@@ -537,18 +540,35 @@ __device__ __forceinline__ void splitkv_body(const Args& a) {
       if (d == 0) a.ws_lse[row] = L > 0.f ? (mm + __log2f(L)) * kLn2 : -INFINITY;
     }
   }
+  return true;
+}
+
+// One tile per CTA (a.mloop 0), or (packed queries, a.mloop 1) the CTA's (sequence, split, KV head) tile by
+// tile until one has no rows: a serving step's decodes have one tile each, and a grid of one CTA per tile
+// launched 4 CTAs per decode for the row cap's 64 rows, 3 of which exited at once (v24). The barrier orders
+// one tile's merge (it reads the rings' smem) before the next tile's loads write it.
+template <typename T, int D, int Dv, bool kWide>
+__device__ __forceinline__ void splitkv_tiles(const Args& a) {
+  if (!a.mloop) {
+    splitkv_body<T, D, Dv, kWide>(a, blockIdx.x);
+    return;
+  }
+  for (int mt = 0; mt < a.mtiles; ++mt) {
+    if (!splitkv_body<T, D, Dv, kWide>(a, blockIdx.x * a.mtiles + mt)) return;
+    __syncthreads();
+  }
 }
 
 // DV_: empty (Dv = D: the default build's kernels, their names as before), or one value, the V head dim
 // ((192, 128) in the KSEEK_FA3_DECODE_DV build). K tiles are D wide, V tiles and O Dv.
 template <typename T, int D, int... DV_>
 __global__ void __launch_bounds__(kThreads) splitkv_kernel(const Args a) {
-  splitkv_body<T, D, Cfg<D, DV_...>::kDv, false>(a);
+  splitkv_tiles<T, D, Cfg<D, DV_...>::kDv, false>(a);
 }
 // The wide form (Cfg::kWide, 8 warps): launched instead when the grid has at most one CTA per SM (launch()).
 template <typename T, int D>
 __global__ void __launch_bounds__(2 * kThreads, 1) splitkv_wide(const Args a) {
-  splitkv_body<T, D, D, true>(a);
+  splitkv_tiles<T, D, D, true>(a);
 }
 
 // ------------------------------------------------------------------------------------------------
@@ -1410,6 +1430,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   a.sk = p->seqlen_k;
   a.M = a.sq * a.G;
   a.mtiles = (a.M + kRows - 1) / kRows;
+  a.mloop = p->cu_seqlens_q && !kF8 ? 1 : 0;  // packed queries: a CTA per (sequence, split, KV head) (fp8: per tile)
   a.R = a.B * a.Hkv * a.M;
   a.wl = clamp_window(p->window_left);
   a.wr = p->causal ? 0 : clamp_window(p->window_right);
@@ -1432,7 +1453,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
   a.ws_lse = ns > 1 ? reinterpret_cast<float*>(static_cast<char*>(p->workspace) + ws_lse_offset(ns, a.R, Dv))
                     : nullptr;
 
-  const int64_t nblk = (int64_t)a.B * a.Hkv * ns * a.mtiles;
+  const int64_t nblk = (int64_t)a.B * a.Hkv * ns * (a.mloop ? 1 : a.mtiles);
   if constexpr (kF8) {
 #if KSEEK_FA3_DECODE_FP8
     Desc8 ds;
