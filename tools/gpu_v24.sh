@@ -67,6 +67,21 @@ case $mode in
     ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
     log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
     ;;
+  ncu)     # varlen_q_dense's decode part on one stream (the probe build at reserve 0): Nsight Compute's details and
+           # source page of the split kernel, then its kernels at several num_splits
+    export KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1
+    python3 tools/vqd_call.py varlen_q_dense 2 > /dev/null 2>&1   # build / load once outside ncu
+    log "ncu details"; timeout -k 5 "$(cap 90)" ncu --kernel-name-base demangled --kernel-name regex:splitkv_kernel --launch-skip 2 \
+      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+      --section Occupancy --section SchedulerStats python3 tools/vqd_call.py > "$OUT/ncu_details.txt" 2> "$OUT/ncu_details.err"
+    grep -E "Duration|Throughput|Achieved|Theoretical Occ|Registers|Block Limit|Stall|Issued Warp|No Eligible|Active Warps|Eligible Warps|Grid Size|L2 Hit|DRAM|Waves" "$OUT/ncu_details.txt" | head -50
+    log "ncu source"; timeout -k 5 "$(cap 90)" ncu --kernel-name-base demangled --kernel-name regex:splitkv_kernel --launch-skip 2 \
+      --launch-count 1 --section WarpStateStats --section SourceCounters --import-source yes --page source --print-source sass \
+      --csv python3 tools/vqd_call.py > "$OUT/ncu_src.csv" 2> "$OUT/ncu_src.err"
+    python3 tools/ncu_source_stalls.py "$OUT/ncu_src.csv" --top 20 2>&1 | head -45
+    log "step kernels by splits"; STEP_NUM_SPLITS=0,8,16 timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api varlen_q_dense \
+      > "$OUT/steps_splits.txt" 2>&1; grep -v Warn "$OUT/steps_splits.txt" | grep -v _warn | cut -c1-110 | head -24
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"
