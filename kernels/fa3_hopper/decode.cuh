@@ -94,10 +94,11 @@ struct Args {
   int wl, wr;                           // -1 = unbounded; causal already folded into wr = 0
   int chunk;                            // attention_chunk (kseek.h), 0 = off
   int softcap_on;
-  int mloop;                            // 1: a CTA walks its (sequence, split, KV head)'s row tiles
-                                        // (packed queries; the grid has no mt), 0: one tile per CTA
   float scale_log2;                     // no softcap: scale*log2(e); softcap: scale/softcap
   float cap_log2;                       // softcap*log2(e)
+  int mloop;                            // 1: a CTA walks its (sequence, split, KV head)'s row tiles
+                                        // (packed queries; the grid has no mt), 0: one tile per CTA
+                                        // (last: the fields before keep their offsets, v24)
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -549,13 +550,11 @@ __device__ __forceinline__ bool splitkv_body(const Args& a, int bid) {
 // one tile's merge (it reads the rings' smem) before the next tile's loads write it.
 template <typename T, int D, int Dv, bool kWide>
 __device__ __forceinline__ void splitkv_tiles(const Args& a) {
-  if (!a.mloop) {
-    splitkv_body<T, D, Dv, kWide>(a, blockIdx.x);
-    return;
-  }
-  for (int mt = 0; mt < a.mtiles; ++mt) {
-    if (!splitkv_body<T, D, Dv, kWide>(a, blockIdx.x * a.mtiles + mt)) return;
-    __syncthreads();
+  const int n = a.mloop ? a.mtiles : 1;                        // one call site: the body is inlined once
+  const int first = a.mloop ? (int)blockIdx.x * a.mtiles : (int)blockIdx.x;
+  for (int t = 0; t < n; ++t) {
+    if (t > 0) __syncthreads();
+    if (!splitkv_body<T, D, Dv, kWide>(a, first + t)) return;
   }
 }
 

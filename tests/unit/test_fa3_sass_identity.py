@@ -1,6 +1,7 @@
 """No unintended machine-code change: the SASS of every kernel the default build of kernels/fa3_hopper
-holds equals v23's (kernels/fa3_hopper/sass_v23.json: session 23's packed-query O by TMA store and the mixed
-call's CTA budget; below, v22 -> v23 compared from the references. Before: sass_v22.json, session 22's split-KV
+holds equals v24's (kernels/fa3_hopper/sass_v24.json: session 24's packed-query decode CTAs walking their row
+tiles; below, v23 -> v24 compared from the references. Before: sass_v23.json, session 23's packed-query O by
+TMA store and the mixed call's CTA budget; v22 -> v23 compared from the references. Before: sass_v22.json, session 22's split-KV
 combine and wide (8-warp) decode; v16 -> v22 compared from the references. Before: sass_v16.json, session 16's ABI 3 put attention_chunk into every
 attention kernel; v15 -> v16 compared from the references. Before: sass_v15.json, session 14 rewrote the page copy, gather_pages,
 and made MIXED_GATHER=1 the default (28 paged kernels changed, 2 added), leaving v14's other 62 alone; session 13 made four H200-measured variants defaults, which added
@@ -29,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 ADDED = r"naive_wide_kernel<"
 # name -> (source, reference, kernels added since the reference, the reference's kernel count)
 CASES = {
-    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v23.json",
+    "fa3_hopper": (kb.REPO_KERNELS / "fa3_hopper" / "fa3_hopper.cu", kb.REPO_KERNELS / "fa3_hopper" / "sass_v24.json",
                    0, 105),
     "naive_fwd": (kb.REPO_KERNELS / "naive_fwd.cu", kb.REPO_KERNELS / "naive_fwd_sass_v16.json", 0, 10),
 }
@@ -194,3 +195,16 @@ def test_v23_changes_the_prefill_epilogue_and_the_mixed_budget_only():
     assert sorted(re.sub(r"\(.*", "", k) for k in by["only old"]) == ["long_seqs", "split_ids"], by["only old"]
     assert len(by["same"]) == 63 and not any(re.search(staged, k) or re.search(pg_dyn, k) for k in by["same"])
     assert sum("splitkv" in k or "combine_kernel" in k for k in by["same"]) == 21, by["same"]
+
+
+def test_v24_changes_the_16bit_split_kernels_only():
+    """v24 (session 24): a packed-query decode CTA walks its (sequence, split, KV head)'s row tiles (decode.cuh
+    Args::mloop, a field appended after the others so that each keeps its offset): the 12 bf16/fp16 split
+    kernels (splitkv_kernel at hd64/128/256 and (192, 128), splitkv_wide at hd64/128) differ; the other 93,
+    the fp8 split kernels, the combines and every prefill kernel among them, keep v23's SASS."""
+    v23, rows, by = _compare_references(23, 24)
+    assert sorted(by) == ["differs", "same"], sorted(by)
+    assert len(by["differs"]) == 12, by["differs"]
+    assert all(re.search(r"splitkv_(kernel|wide)<__(half|nv_bfloat16), ", k) for k in by["differs"]), by["differs"]
+    assert len(by["same"]) == len(v23) - 12 == 93
+    assert sum("splitkv_f8" in k or "combine_kernel" in k for k in by["same"]) >= 3, by["same"]
