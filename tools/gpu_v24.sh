@@ -82,6 +82,32 @@ case $mode in
     log "step kernels by splits"; STEP_NUM_SPLITS=0,8,16 timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api varlen_q_dense \
       > "$OUT/steps_splits.txt" 2>&1; grep -v Warn "$OUT/steps_splits.txt" | grep -v _warn | cut -c1-110 | head -24
     ;;
+  final24) # the session's last kernels (v24b, one call site): the decode / fast-path / attention GPU tests, hopper
+           # correctness, varlen_q_dense's kernels (one stream and the default reserve), the fa3api grid, serving
+           # s01-s09, FA3's kvcache tests with a short deadline, then Nsight Compute's details of the split kernel
+    log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
+    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
+      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
+    timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
+    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -30
+    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    log "FA3 kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=${FA3_S:-130} FA3_GROUPS="test_flash_attn_kvcache" \
+      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -8 "$OUT/fa3tests.log" | cut -c1-160
+    log "ncu details"; export KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1
+    timeout -k 5 "$(cap 70)" ncu --kernel-name-base demangled --kernel-name regex:splitkv_kernel --launch-skip 2 \
+      --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
+      --section Occupancy --section SchedulerStats python3 tools/vqd_call.py > "$OUT/ncu_details.txt" 2> "$OUT/ncu_details.err"
+    grep -E "Duration|Throughput|Achieved|Theoretical Occ|Registers|Block Limit|Stall|Issued Warp|No Eligible|Active Warps|Eligible Warps|Grid Size|L2 Hit|DRAM|Waves" "$OUT/ncu_details.txt" | head -50
+    ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
 log "done"
