@@ -58,9 +58,13 @@ case $mode in
     log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
       python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
     timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
-    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -30
+    W2=KSEEK_FA3_MIXED_RESERVE=-1,KSEEK_FA3_DECODE_WIDE=2   # the variant: one stream, packed grids <= 2 CTAs/SM wide
+    KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0_wide2.txt" 2>&1
+    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" "$OUT/steps_r0_wide2.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -40
     log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
     grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "fa3api varlen rows, the variant"; KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
+      --rows varlen --reps 20 --json "$OUT/grid_wide2.json" > "$OUT/grid_wide2.txt" 2>&1; grep -A 8 '^row ' "$OUT/grid_wide2.txt" | cut -c1-120
     log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
@@ -93,9 +97,13 @@ case $mode in
     log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
       python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
     timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
-    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -30
+    W2=KSEEK_FA3_MIXED_RESERVE=-1,KSEEK_FA3_DECODE_WIDE=2   # the variant: one stream, packed grids <= 2 CTAs/SM wide
+    KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0_wide2.txt" 2>&1
+    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" "$OUT/steps_r0_wide2.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -40
     log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
     grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "fa3api varlen rows, the variant"; KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
+      --rows varlen --reps 20 --json "$OUT/grid_wide2.json" > "$OUT/grid_wide2.txt" 2>&1; grep -A 8 '^row ' "$OUT/grid_wide2.txt" | cut -c1-120
     log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
       --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
     cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"

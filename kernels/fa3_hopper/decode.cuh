@@ -1468,7 +1468,7 @@ int launch(const kseek_params* p, int ns, cudaStream_t stream) {
     // occupancy there.
     bool wide = false;
     if constexpr (D == Dv && D <= 128) {
-      wide = nblk <= sms_or_default(dev) && prepare_wide<T, D>(dev);
+      wide = nblk <= (int64_t)sms_or_default(dev) * (a.mloop ? fa3::build::kDecodeWide : 1) && prepare_wide<T, D>(dev);
       if (wide) splitkv_wide<T, D><<<(unsigned)nblk, 32 * Cfg<D, D, true>::kW, Cfg<D, D, true>::kSmem, stream>>>(a);
     }
     if (!wide) kernel_of<T, D, Dv>()<<<(unsigned)nblk, kThreads, Cfg<D, Dv>::kSmem, stream>>>(a);

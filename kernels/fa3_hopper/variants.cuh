@@ -35,6 +35,11 @@
 //                                  a few CTAs: d17 0.18 -> 0.095 ms on the H200; without the minimum a
 //                                  2000-key uniform row went 1 -> 2 splits and lost 3.6% in graph replay);
 //                                  dense queries only (a mixed call's decodes keep the model's count)
+//   -DKSEEK_FA3_DECODE_WIDE=1      a packed-query decode grid of at most this many CTAs per SM takes the wide
+//                                  form (8 warps, 1 CTA per SM; dense grids: at most one CTA per SM, as v22).
+//                                  A mixed call's grid counts every sequence, and most of its CTAs may exit
+//                                  at once (varlen_q_dense: 80 of 240 work): 2 gives the working ones 8 warps
+//                                  each (v24, measured as a variant only)
 //   -DKSEEK_FA3_SPLIT_KEYS=1024    the keys per CTA bound of `ragged` (> 0)
 //   -DKSEEK_FA3_RAGGED_MIN_SPLITS=4
 //                                  `ragged` leaves the model's choice alone below this many splits (>= 1)
@@ -156,6 +161,9 @@
 #ifndef KSEEK_FA3_MIXED_RESERVE
 #define KSEEK_FA3_MIXED_RESERVE 20
 #endif
+#ifndef KSEEK_FA3_DECODE_WIDE
+#define KSEEK_FA3_DECODE_WIDE 1
+#endif
 #ifndef KSEEK_FA3_SPLIT_KEYS
 #define KSEEK_FA3_SPLIT_KEYS 1024
 #endif
@@ -198,6 +206,8 @@ constexpr PageIds kPageIds = FA3_PASTE(pageids_, KSEEK_FA3_PAGEIDS);
 enum DecodeSplits { decsplits_model, decsplits_ragged };
 constexpr DecodeSplits kDecodeSplits = FA3_PASTE(decsplits_, KSEEK_FA3_DECODE_SPLITS);
 constexpr int kSplitKeys = KSEEK_FA3_SPLIT_KEYS;
+static_assert(KSEEK_FA3_DECODE_WIDE >= 1, "KSEEK_FA3_DECODE_WIDE must be >= 1");
+constexpr int kDecodeWide = KSEEK_FA3_DECODE_WIDE;
 static_assert(kSplitKeys > 0, "KSEEK_FA3_SPLIT_KEYS must be positive");
 constexpr int kRaggedMinSplits = KSEEK_FA3_RAGGED_MIN_SPLITS;
 static_assert(kRaggedMinSplits >= 1, "KSEEK_FA3_RAGGED_MIN_SPLITS must be >= 1");
