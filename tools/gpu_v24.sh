@@ -4,6 +4,7 @@
 #   probe  host time and cProfile of the fa3api per-call rows under 0.8x (append_rotary_prefill, varlen_q_dense),
 #          then the reserve sweep (tools/mixed_overlap_probe.py, the KSEEK_FA3_MIXED_RESERVE=-1 build) over
 #          serving s01-s09 and the fa3api mixed rows
+#   probe2, steps, final, ab24, ncu, final24, decode: see each mode's comment below
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v24.sh probe
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -115,6 +116,11 @@ case $mode in
       --launch-count 1 --section SpeedOfLight --section MemoryWorkloadAnalysis --section WarpStateStats --section LaunchStats \
       --section Occupancy --section SchedulerStats python3 tools/vqd_call.py > "$OUT/ncu_details.txt" 2> "$OUT/ncu_details.err"
     grep -E "Duration|Throughput|Achieved|Theoretical Occ|Registers|Block Limit|Stall|Issued Warp|No Eligible|Active Warps|Eligible Warps|Grid Size|L2 Hit|DRAM|Waves" "$OUT/ncu_details.txt" | head -50
+    ;;
+  decode)  # every 16-bit split kernel's SASS changed (v24b): bench26's paged decode rows 20-24 against FA3, per call and graph
+    log "bench26 decode rows"; timeout -k 5 "$(cap 120)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
+      --grid bench26 --scenarios 20-24 --baseline fa3 --graph --budget 0.15 > "$OUT/bench26_decode.txt" 2>&1
+    grep -E "^ *[0-9]+ |geomean|correct" "$OUT/bench26_decode.txt" | cut -c1-150
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
