@@ -11,6 +11,30 @@ cd "$(dirname "$0")/.."
 mode=${1:-probe}
 OUT=${OUT:-/tmp/v24_out}
 source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+gputests() {  # gputests CAP FILE...: the GPU tests given, into $OUT/gputests.txt
+  local c=$1; shift
+  log "GPU tests"; timeout -k 5 "$(cap "$c")" python3 -m pytest -q -p no:cacheprovider -m gpu "$@" > "$OUT/gputests.txt" 2>&1
+  tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+}
+hopper() {    # hopper correctness only
+  log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
+    --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+}
+vqd_steps() { # vqd_steps TAG [DEFINES]: varlen_q_dense kernel by kernel, into $OUT/steps_TAG.txt
+  KSEEK_ATTENTION_DEFINES=${2:-} timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_$1.txt" 2>&1
+  grep -v Warn "$OUT/steps_$1.txt" | grep -v _warn | cut -c1-110 | head -14
+}
+grid() {      # grid TAG [ROWS] [DEFINES]: the fa3api grid (or its ROWS), into $OUT/grid$TAG.{txt,json}
+  log "fa3api grid $2"; KSEEK_ATTENTION_DEFINES=${3:-} timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py ${2:+--rows "$2"} \
+    --reps 20 --json "$OUT/grid$1.json" > "$OUT/grid$1.txt" 2>&1; grep -A 22 '^row ' "$OUT/grid$1.txt" | cut -c1-120
+}
+serving() {   # serving s01-s09 against FA3
+  log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+    --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+  cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+}
+R0=KSEEK_FA3_MIXED_RESERVE=-1                          # the probe build, reserve 0: one stream
+W2=KSEEK_FA3_MIXED_RESERVE=-1,KSEEK_FA3_DECODE_WIDE=2  # the variant: one stream, packed grids <= 2 CTAs/SM wide
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
   probe)
@@ -53,24 +77,11 @@ case $mode in
     ;;
   ab24)    # v24b (a packed-query decode CTA walks its row tiles): the decode GPU tests, varlen_q_dense's kernels on one
            # stream and at the default reserve, the fa3api grid, serving s01-s09, hopper correctness
-    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
-      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py > "$OUT/gputests.txt" 2>&1
-    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
-    log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
-      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
-    timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
-    W2=KSEEK_FA3_MIXED_RESERVE=-1,KSEEK_FA3_DECODE_WIDE=2   # the variant: one stream, packed grids <= 2 CTAs/SM wide
-    KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0_wide2.txt" 2>&1
-    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" "$OUT/steps_r0_wide2.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -40
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "fa3api varlen rows, the variant"; KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
-      --rows varlen --reps 20 --json "$OUT/grid_wide2.json" > "$OUT/grid_wide2.txt" 2>&1; grep -A 8 '^row ' "$OUT/grid_wide2.txt" | cut -c1-120
-    log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
-      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
-    ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    gputests 200 tests/gpu/test_decode_wide_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py
+    log "step kernels"; vqd_steps r0 $R0; vqd_steps r20
+    grid ""
+    serving
+    hopper
     ;;
   ncu)     # varlen_q_dense's decode part on one stream (the probe build at reserve 0): Nsight Compute's details and
            # source page of the split kernel, then its kernels at several num_splits
@@ -90,24 +101,13 @@ case $mode in
   final24) # the session's last kernels (v24b, one call site): the decode / fast-path / attention GPU tests, hopper
            # correctness, varlen_q_dense's kernels (one stream and the default reserve), the fa3api grid, serving
            # s01-s09, FA3's kvcache tests with a short deadline, then Nsight Compute's details of the split kernel
-    log "GPU tests"; timeout -k 5 "$(cap 150)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_decode_wide_gpu.py \
-      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py > "$OUT/gputests.txt" 2>&1
-    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
-    ev=(python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs")
-    log "hopper check"; timeout -k 5 "$(cap 80)" "${ev[@]}" --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
-    log "step kernels"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_RESERVE=-1 timeout -k 5 "$(cap 60)" \
-      python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0.txt" 2>&1
-    timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r20.txt" 2>&1
-    W2=KSEEK_FA3_MIXED_RESERVE=-1,KSEEK_FA3_DECODE_WIDE=2   # the variant: one stream, packed grids <= 2 CTAs/SM wide
-    KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/step_kernels.py --fa3api varlen_q_dense > "$OUT/steps_r0_wide2.txt" 2>&1
-    cat "$OUT/steps_r0.txt" "$OUT/steps_r20.txt" "$OUT/steps_r0_wide2.txt" | grep -v Warn | grep -v _warn | cut -c1-110 | head -40
-    log "fa3api grid"; timeout -k 5 "$(cap 90)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "fa3api varlen rows, the variant"; KSEEK_ATTENTION_DEFINES=$W2 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
-      --rows varlen --reps 20 --json "$OUT/grid_wide2.json" > "$OUT/grid_wide2.txt" 2>&1; grep -A 8 '^row ' "$OUT/grid_wide2.txt" | cut -c1-120
-    log "serving"; timeout -k 5 "$(cap 150)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
-      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cat "$OUT/serving/serving.txt" 2>/dev/null | cut -c1-150 || tail -5 "$OUT/serving.log"
+    gputests 150 tests/gpu/test_decode_wide_gpu.py tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py \
+      tests/gpu/test_fastpath_gpu.py
+    hopper
+    log "step kernels"; vqd_steps r0 $R0; vqd_steps r20; vqd_steps r0_wide2 $W2
+    grid ""
+    grid _wide2 varlen $W2
+    serving
     log "FA3 kvcache tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=${FA3_S:-130} FA3_GROUPS="test_flash_attn_kvcache" \
       bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -8 "$OUT/fa3tests.log" | cut -c1-160
