@@ -4,6 +4,10 @@
 #   probe  per-call timelines (tools/call_timeline.py: where the GPU waits for the host) of the mixed and append
 #          rows, host time and cProfile of varlen_q_paged, its kernels in graph replay at the default reserve and
 #          on one stream (the KSEEK_FA3_MIXED_RESERVE=-1 probe build)
+#   ab     v25 (page copies with 8 loads in flight; a slotted mixed call forks before the copy, its decode launched
+#          first): varlen_q_paged kernel by kernel and its per-call timeline, the fa3api grid, serving s01-s09,
+#          hopper correctness
+#   tests  the GPU tests of the paths v25 touches, the reserve sweep (0, 8, 20, 40 SMs) in v25's launch order
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v25.sh probe
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -28,6 +32,26 @@ case $mode in
     steps vqp '^varlen_q_paged$'
     steps vqp_r0 '^varlen_q_paged$' "$R0"
     timeline vqp_r0 '^varlen_q_paged$' "$R0"
+    ;;
+  ab)
+    steps vqp '^varlen_q_paged$'
+    timeline vqp '^(varlen_q_paged|append_plain_varlen)$'
+    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving"; timeout -k 5 "$(cap 160)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
+    log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
+      --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    ;;
+  tests)
+    log "GPU tests"; timeout -k 5 "$(cap 240)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_serving_gpu.py \
+      tests/gpu/test_fa3api_gpu.py tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py \
+      tests/gpu/test_variants_gpu.py::test_mixed_gather_runs_the_serving_rows_prefill_part_over_dense_slots > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "reserve sweep"; KSEEK_ATTENTION_DEFINES=$R0 timeout -k 5 "$(cap 200)" python3 tools/mixed_overlap_probe.py \
+      "${ROWS:-^s0|varlen_q_paged\$|append_plain_varlen}" "${RESERVES:-0,8,20,40}" > "$OUT/reserve_sweep.txt" 2>&1
+    grep -v "^  " "$OUT/reserve_sweep.txt" | cut -c1-150
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
