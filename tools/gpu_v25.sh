@@ -7,6 +7,8 @@
 #   ab     v25 (page copies with 8 loads in flight; a slotted mixed call forks before the copy, its decode launched
 #          first): varlen_q_paged kernel by kernel and its per-call timeline, the fa3api grid, serving s01-s09,
 #          hopper correctness
+#   ab2    the default again (v25 page copies, the old launch order) kernel by kernel, the grid, serving; then the
+#          KSEEK_FA3_MIXED_FORK_EARLY=1 probe build swept at reserves 1 and 20 over varlen_q_paged and s01-s03
 #   tests  the GPU tests of the paths v25 touches, the reserve sweep (0, 8, 20, 40 SMs) in v25's launch order
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v25.sh probe
 set -uo pipefail
@@ -43,6 +45,17 @@ case $mode in
     cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
     log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
       --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    ;;
+  ab2)
+    steps vqp '^varlen_q_paged$'
+    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    log "serving"; timeout -k 5 "$(cap 160)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+    cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
+    log "fork-early sweep"; KSEEK_ATTENTION_DEFINES=$R0,KSEEK_FA3_MIXED_FORK_EARLY=1 timeout -k 5 "$(cap 150)" \
+      python3 tools/mixed_overlap_probe.py '^s0[1-3]|varlen_q_paged$' 1,20 > "$OUT/forkearly_sweep.txt" 2>&1
+    grep -v "^  " "$OUT/forkearly_sweep.txt" | cut -c1-150
     ;;
   tests)
     log "GPU tests"; timeout -k 5 "$(cap 240)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_serving_gpu.py \

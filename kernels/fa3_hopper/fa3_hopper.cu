@@ -415,23 +415,31 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
 #endif
     return fa3::fwd(p, stream, ids);
   }
-  // Fork right after the list (v25). With slots, their split and page copy go on the side stream and the decode
-  // part is launched next, so it streams its K/V beside the copy instead of after it (fa3api varlen_q_paged:
-  // a 21 us copy the decode waited for), and its launch leaves the host before the prefill's tensor maps.
-  // Without slots the prefill is launched first, as before (its CTAs must find SMs the decode has not taken).
-  if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->s, side->fork, 0) != cudaSuccess)
-    return KSEEK_ERR_CUDA;
-  int rp = -1;  // the prefill part's status; -1: in place over the whole list
+  // KSEEK_FA3_MIXED_FORK_EARLY (variants.cuh, v25): fork right after the list; the slots' split and page copy
+  // on the side stream and the decode part launched next on the caller's, so that it streams beside the copy.
+  // Default (0): the copy on the caller's stream, then the fork, the prefill launched before the decode.
+  int rp = -1;           // the prefill part's status; -1: in place over the whole list
   int r = KSEEK_OK;      // the decode part's status
   bool decoded = false;  // launched already (before the prefill)
+  int rs = -1;           // the slots' status (KSEEK_FA3_MIXED_GATHER); -1: none, in place
 #if KSEEK_FA3_MIXED_GATHER
   Slots sl;
-  const int rs = slots > 0 ? slots_prep(p, side->s, ids, slots, sl) : -1;
-  if (rs != KSEEK_OK && rs != -1) {  // join the fork before returning (a capture must not end unjoined)
-    if (cudaEventRecord(side->join, side->s) == cudaSuccess) cudaStreamWaitEvent(stream, side->join, 0);
-    return rs;
+  if (!fa3::build::kMixedForkEarly && slots > 0) {
+    rs = slots_prep(p, stream, ids, slots, sl);
+    if (rs != KSEEK_OK && rs != -1) return rs;
   }
-  if (rs == KSEEK_OK) r = dec::run(&pd, stream), decoded = true;
+#endif
+  if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->s, side->fork, 0) != cudaSuccess)
+    return KSEEK_ERR_CUDA;
+#if KSEEK_FA3_MIXED_GATHER
+  if (fa3::build::kMixedForkEarly && slots > 0) {
+    rs = slots_prep(p, side->s, ids, slots, sl);
+    if (rs != KSEEK_OK && rs != -1) {  // join the fork before returning (a capture must not end unjoined)
+      if (cudaEventRecord(side->join, side->s) == cudaSuccess) cudaStreamWaitEvent(stream, side->join, 0);
+      return rs;
+    }
+    if (rs == KSEEK_OK) r = dec::run(&pd, stream), decoded = true;
+  }
 #endif
   fa3::g_grid_cap = cap;
 #if KSEEK_FA3_MIXED_GATHER

@@ -103,6 +103,12 @@
 //                                  serving s01-s07 0.65-0.96x of FA3 against 0.85-1.01x with 0: there the
 //                                  decode part has CTAs enough to spread over the prefill's SMs once it
 //                                  ends, and a prefill squeezed onto a few SMs ends last (NOTES v23)
+//   -DKSEEK_FA3_MIXED_FORK_EARLY=0|1  (needs MIXED_RESERVE != 0) 1: a mixed call whose prefill runs over dense
+//                                  slots forks right after the list: the split and page copy on the side stream,
+//                                  the decode part launched before the prefill, so it streams beside the copy.
+//                                  0 (default): the copy first on the caller's stream. H200, v25 (reserve 20):
+//                                  fa3api varlen_q_paged graph 170.9 -> 183.8 us (the copy 22 -> 37 us, sharing
+//                                  the bandwidth with the decode; the prefill waits for it on its 112 SMs)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -160,6 +166,9 @@
 #endif
 #ifndef KSEEK_FA3_MIXED_RESERVE
 #define KSEEK_FA3_MIXED_RESERVE 20
+#endif
+#ifndef KSEEK_FA3_MIXED_FORK_EARLY
+#define KSEEK_FA3_MIXED_FORK_EARLY 0
 #endif
 #ifndef KSEEK_FA3_DECODE_WIDE
 #define KSEEK_FA3_DECODE_WIDE 1
@@ -230,6 +239,8 @@ static_assert(KSEEK_FA3_MIXED_RESERVE >= -1, "KSEEK_FA3_MIXED_RESERVE must be -1
 constexpr int kMixedReserve = KSEEK_FA3_MIXED_RESERVE;
 static_assert(KSEEK_FA3_MIXED_BALANCE == 0 || KSEEK_FA3_MIXED_BALANCE == 1, "KSEEK_FA3_MIXED_BALANCE must be 0 or 1");
 constexpr bool kMixedBalance = KSEEK_FA3_MIXED_BALANCE != 0;
+static_assert(KSEEK_FA3_MIXED_FORK_EARLY == 0 || KSEEK_FA3_MIXED_FORK_EARLY == 1, "KSEEK_FA3_MIXED_FORK_EARLY must be 0 or 1");
+constexpr bool kMixedForkEarly = KSEEK_FA3_MIXED_FORK_EARLY != 0;
 
 }  // namespace build
 }  // namespace fa3
