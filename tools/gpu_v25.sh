@@ -9,6 +9,8 @@
 #          hopper correctness
 #   ab2    the default again (v25 page copies, the old launch order) kernel by kernel, the grid, serving; then the
 #          KSEEK_FA3_MIXED_FORK_EARLY=1 probe build swept at reserves 1 and 20 over varlen_q_paged and s01-s03
+#   small  v25c: the fa3api mixed rows with KSEEK_FA3_MIXED_SMALL=16 (small mixed calls whole on the prefill) and
+#          without it, alternately, then their kernels in graph replay with it
 #   tests  the GPU tests of the paths v25 touches, the reserve sweep (0, 8, 20, 40 SMs) in v25's launch order
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v25.sh probe
 set -uo pipefail
@@ -56,6 +58,17 @@ case $mode in
     log "fork-early sweep"; KSEEK_ATTENTION_DEFINES=$R0,KSEEK_FA3_MIXED_FORK_EARLY=1 timeout -k 5 "$(cap 150)" \
       python3 tools/mixed_overlap_probe.py '^s0[1-3]|varlen_q_paged$' 1,20 > "$OUT/forkearly_sweep.txt" 2>&1
     grep -v "^  " "$OUT/forkearly_sweep.txt" | cut -c1-150
+    ;;
+  small)
+    MR='^(varlen_q_dense|varlen_q_paged|append_plain_varlen|append_rotary_prefill|seqused_q_varlen)$'
+    for t in a b; do
+      log "grid default $t"; timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "$MR" --reps 20 --json "$OUT/grid_def_$t.json" \
+        > "$OUT/grid_def_$t.txt" 2>&1; grep -A 6 '^row ' "$OUT/grid_def_$t.txt" | cut -c1-120
+      log "grid small $t"; KSEEK_ATTENTION_DEFINES=KSEEK_FA3_MIXED_SMALL=16 timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py \
+        --rows "$MR" --reps 20 --json "$OUT/grid_small_$t.json" > "$OUT/grid_small_$t.txt" 2>&1
+      grep -A 6 '^row ' "$OUT/grid_small_$t.txt" | cut -c1-120
+    done
+    steps small '^(varlen_q_dense|varlen_q_paged|append_plain_varlen)$' KSEEK_FA3_MIXED_SMALL=16
     ;;
   tests)
     log "GPU tests"; timeout -k 5 "$(cap 240)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_serving_gpu.py \

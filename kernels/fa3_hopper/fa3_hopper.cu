@@ -481,6 +481,16 @@ static int run_fast(const kseek_params* p, cudaStream_t stream) {
     fa3::g_last_kind = 1;
     return dec::run(p, stream);
   }
+  // KSEEK_FA3_MIXED_SMALL=N (variants.cuh, v25c): a mixed call of at most N sequences runs whole on the prefill,
+  // its decodes as tiles of the one persistent launch (FlashAttention-3's way), no list, decode or combine
+  if (fa3::build::kMixedSmall > 0 && p->batch <= fa3::build::kMixedSmall && use_mixed(p)) {
+    const int r = fa3::fwd(p, stream);
+    if (r >= 0) {
+      fa3::g_last_path = 1;
+      fa3::g_last_kind = 2;
+      return r;
+    }
+  }
   if (use_mixed(p)) {  // packed queries over a cache: short sequences on decode, the rest on prefill
     const int rm = run_mixed(p, stream);
     if (rm >= 0) {

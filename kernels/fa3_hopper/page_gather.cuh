@@ -46,11 +46,6 @@ constexpr int kRows = 16;
 // that are never read and are not written; rows before the first stored key (leftpad) are never read.
 constexpr int kZeroTail = 256;
 
-// 16-byte chunks each thread has in flight at once: every load of a batch is issued before its stores (one
-// CTA of 256 threads keeps 32 KB in flight, not 4 KB; v25: the serial load-store loop held the copy to ~2.3
-// TB/s on the H200, 48 MB in 21 us).
-constexpr int kInFlight = 8;
-
 // Logical rows [r0, min(r0 + kRows, lim)) of sequence b's cache into dense row block `dst_b`: used rows
 // (leftpad_b <= j < end_b) copied from their pages, the others zeroed; no page id read for an unused row.
 __device__ __forceinline__ void copy_rows(const Args& a, int r0, int b, int dst_b, int lim) {
@@ -66,29 +61,17 @@ __device__ __forceinline__ void copy_rows(const Args& a, int r0, int b, int dst_
     char* dst = half ? a.v2 : a.k2;
     const int64_t sp = half ? a.v_page : a.k_page, sr = half ? a.v_row : a.k_row, sh = half ? a.v_head : a.k_head;
     const int n = rows * a.hkv * nc;                       // <= 16 rows x 65535 heads x 32 chunks: int
-    for (int i0 = threadIdx.x; i0 < n; i0 += blockDim.x * kInFlight) {
-      uint4 x[kInFlight];
-      int64_t at[kInFlight];                               // destination chunk index, -1: past n
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u) {
-        const int i = i0 + u * (int)blockDim.x;
-        x[u] = make_uint4(0u, 0u, 0u, 0u);
-        at[u] = -1;
-        if (i < n) {
-          const int c = i % nc;
-          const int t = i / nc;
-          const int h = t % a.hkv;
-          const int j = r0 + t / a.hkv;
-          if (j >= lp && j < end) {
-            const int64_t page = __ldg(ptrow + j / a.page_size);
-            x[u] = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j % a.page_size) * sr + h * sh) + c);
-          }
-          at[u] = (((int64_t)dst_b * a.seqlen_k + j) * a.hkv + h) * nc + c;
-        }
+    for (int i = threadIdx.x; i < n; i += blockDim.x) {
+      const int c = i % nc;
+      const int t = i / nc;
+      const int h = t % a.hkv;
+      const int j = r0 + t / a.hkv;
+      uint4 x = make_uint4(0u, 0u, 0u, 0u);
+      if (j >= lp && j < end) {
+        const int64_t page = __ldg(ptrow + j / a.page_size);
+        x = __ldg(reinterpret_cast<const uint4*>(src + page * sp + (int64_t)(j % a.page_size) * sr + h * sh) + c);
       }
-#pragma unroll
-      for (int u = 0; u < kInFlight; ++u)
-        if (at[u] >= 0) reinterpret_cast<uint4*>(dst)[at[u]] = x[u];
+      reinterpret_cast<uint4*>(dst + (((int64_t)dst_b * a.seqlen_k + j) * a.hkv + h) * nc * 16)[c] = x;
     }
   }
 }

@@ -108,7 +108,13 @@
 //                                  the decode part launched before the prefill, so it streams beside the copy.
 //                                  0 (default): the copy first on the caller's stream. H200, v25 (reserve 20):
 //                                  fa3api varlen_q_paged graph 170.9 -> 183.8 us (the copy 22 -> 37 us, sharing
-//                                  the bandwidth with the decode; the prefill waits for it on its 112 SMs)
+//                                  the bandwidth with the decode; the prefill waits for it on its 112 SMs);
+//                                  with 1 SM reserved 177.4 -> 163.3 us, but serving s01 / s02 2-3% slower
+//   -DKSEEK_FA3_MIXED_SMALL=N      a mixed call of at most N sequences (0, default: none) runs whole on the
+//                                  bf16/fp16 prefill (its decodes as 128-row tiles of the persistent launch, in
+//                                  place over a paged cache), no list, decode part or combine: FlashAttention-3's
+//                                  way for small mixed calls (fa3api varlen_q_dense: FA3's one kernel 43.5 us,
+//                                  our four launches 71.5 us graph on one stream, NOTES v24)
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -169,6 +175,9 @@
 #endif
 #ifndef KSEEK_FA3_MIXED_FORK_EARLY
 #define KSEEK_FA3_MIXED_FORK_EARLY 0
+#endif
+#ifndef KSEEK_FA3_MIXED_SMALL
+#define KSEEK_FA3_MIXED_SMALL 0
 #endif
 #ifndef KSEEK_FA3_DECODE_WIDE
 #define KSEEK_FA3_DECODE_WIDE 1
@@ -241,6 +250,8 @@ static_assert(KSEEK_FA3_MIXED_BALANCE == 0 || KSEEK_FA3_MIXED_BALANCE == 1, "KSE
 constexpr bool kMixedBalance = KSEEK_FA3_MIXED_BALANCE != 0;
 static_assert(KSEEK_FA3_MIXED_FORK_EARLY == 0 || KSEEK_FA3_MIXED_FORK_EARLY == 1, "KSEEK_FA3_MIXED_FORK_EARLY must be 0 or 1");
 constexpr bool kMixedForkEarly = KSEEK_FA3_MIXED_FORK_EARLY != 0;
+static_assert(KSEEK_FA3_MIXED_SMALL >= 0, "KSEEK_FA3_MIXED_SMALL must be >= 0");
+constexpr int kMixedSmall = KSEEK_FA3_MIXED_SMALL;
 
 }  // namespace build
 }  // namespace fa3
