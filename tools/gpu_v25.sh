@@ -11,6 +11,9 @@
 #          KSEEK_FA3_MIXED_FORK_EARLY=1 probe build swept at reserves 1 and 20 over varlen_q_paged and s01-s03
 #   small  v25c: the fa3api mixed rows with KSEEK_FA3_MIXED_SMALL=16 (small mixed calls whole on the prefill) and
 #          without it, alternately, then their kernels in graph replay with it
+#   final  v25c (small dense mixed calls whole on the prefill, the default): the GPU tests of the paths it
+#          touches, hopper correctness, the fa3api grid, varlen_q_dense kernel by kernel, then FlashAttention-3's
+#          forward tests (four groups in parallel, 300 cases per function, until the call's budget)
 #   tests  the GPU tests of the paths v25 touches, the reserve sweep (0, 8, 20, 40 SMs) in v25's launch order
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v25.sh probe
 set -uo pipefail
@@ -69,6 +72,20 @@ case $mode in
       grep -A 6 '^row ' "$OUT/grid_small_$t.txt" | cut -c1-120
     done
     steps small '^(varlen_q_dense|varlen_q_paged|append_plain_varlen)$' KSEEK_FA3_MIXED_SMALL=16
+    ;;
+  final)
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
+      tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_decode_wide_gpu.py \
+      tests/gpu/test_serving_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
+      --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    steps vqd '^varlen_q_dense$'
+    log "FA3 forward tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 15 )) FA3_DEADLINE_S=300 \
+      bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
     ;;
   tests)
     log "GPU tests"; timeout -k 5 "$(cap 240)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_serving_gpu.py \

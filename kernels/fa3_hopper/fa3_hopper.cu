@@ -474,6 +474,19 @@ inline int g_last_kind = -1;
 }
 
 #if !KSEEK_FA3_FORCE_FALLBACK
+// KSEEK_FA3_MIXED_SMALL (variants.cuh, v25c, default 1): a mixed call over a DENSE cache whose every sequence's
+// query-head tiles fit one wave (B x Hq <= the SM count) and whose keys are few (seqlen_k <= kMixedSmallKeys: a
+// decode's one 128-row tile walks all its keys, ~1.9 us per 128) runs whole on the bf16/fp16 prefill, its decodes
+// as tiles of the one persistent launch: FlashAttention-3's way, no list, decode part or combine (fa3api
+// varlen_q_dense, H200: graph 76-78 -> 58-60 us, FA3 49-51). Not over pages: the in-place page-16 prefill made
+// varlen_q_paged 168 -> 319 us.
+static bool use_small_mixed(const kseek_params* p) {
+  if (!fa3::build::kMixedSmall || p->page_table || p->seqlen_k > fa3::build::kMixedSmallKeys || !use_mixed(p))
+    return false;
+  const int sms = fa3::sm_count(fa3::current_device());
+  return sms > 0 && (int64_t)p->batch * p->heads_q <= sms;
+}
+
 // Paths 1-3 for one call: a kseek_status, or -1 when none of them takes it.
 static int run_fast(const kseek_params* p, cudaStream_t stream) {
   if (use_decode(p)) {  // paged KV, or dense decode (a few query rows per KV head)
@@ -481,9 +494,7 @@ static int run_fast(const kseek_params* p, cudaStream_t stream) {
     fa3::g_last_kind = 1;
     return dec::run(p, stream);
   }
-  // KSEEK_FA3_MIXED_SMALL=N (variants.cuh, v25c): a mixed call of at most N sequences runs whole on the prefill,
-  // its decodes as tiles of the one persistent launch (FlashAttention-3's way), no list, decode or combine
-  if (fa3::build::kMixedSmall > 0 && p->batch <= fa3::build::kMixedSmall && use_mixed(p)) {
+  if (use_small_mixed(p)) {  // v25c: the whole call on the prefill, its decodes as tiles of the one launch
     const int r = fa3::fwd(p, stream);
     if (r >= 0) {
       fa3::g_last_path = 1;

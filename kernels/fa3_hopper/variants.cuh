@@ -110,11 +110,12 @@
 //                                  fa3api varlen_q_paged graph 170.9 -> 183.8 us (the copy 22 -> 37 us, sharing
 //                                  the bandwidth with the decode; the prefill waits for it on its 112 SMs);
 //                                  with 1 SM reserved 177.4 -> 163.3 us, but serving s01 / s02 2-3% slower
-//   -DKSEEK_FA3_MIXED_SMALL=N      a mixed call of at most N sequences (0, default: none) runs whole on the
-//                                  bf16/fp16 prefill (its decodes as 128-row tiles of the persistent launch, in
-//                                  place over a paged cache), no list, decode part or combine: FlashAttention-3's
-//                                  way for small mixed calls (fa3api varlen_q_dense: FA3's one kernel 43.5 us,
-//                                  our four launches 71.5 us graph on one stream, NOTES v24)
+//   -DKSEEK_FA3_MIXED_SMALL=0|1    1 (default since v25c): a mixed call over a dense cache with B x Hq <= the SM
+//                                  count and seqlen_k <= 4096 runs whole on the bf16/fp16 prefill, its decodes as
+//                                  128-row tiles of the one persistent launch (FlashAttention-3's way). H200 v25c
+//                                  (as N=16 sequences, any cache): varlen_q_dense graph 76-78 -> 58-60 us (FA3
+//                                  49-51); over page-16 caches much slower (varlen_q_paged 168 -> 319 us,
+//                                  append_plain_varlen 63 -> 79): paged calls keep the mixed path
 // Probe-only build hooks (not variants of the shipped kernel): FA3_DEBUG_HANG (mbar_wait traps),
 // FA3_REGS_24_240 (v4's register split), FA3_NO_RESCALE_SKIP (always rescale O).
 #pragma once
@@ -177,7 +178,7 @@
 #define KSEEK_FA3_MIXED_FORK_EARLY 0
 #endif
 #ifndef KSEEK_FA3_MIXED_SMALL
-#define KSEEK_FA3_MIXED_SMALL 0
+#define KSEEK_FA3_MIXED_SMALL 1
 #endif
 #ifndef KSEEK_FA3_DECODE_WIDE
 #define KSEEK_FA3_DECODE_WIDE 1
@@ -250,8 +251,9 @@ static_assert(KSEEK_FA3_MIXED_BALANCE == 0 || KSEEK_FA3_MIXED_BALANCE == 1, "KSE
 constexpr bool kMixedBalance = KSEEK_FA3_MIXED_BALANCE != 0;
 static_assert(KSEEK_FA3_MIXED_FORK_EARLY == 0 || KSEEK_FA3_MIXED_FORK_EARLY == 1, "KSEEK_FA3_MIXED_FORK_EARLY must be 0 or 1");
 constexpr bool kMixedForkEarly = KSEEK_FA3_MIXED_FORK_EARLY != 0;
-static_assert(KSEEK_FA3_MIXED_SMALL >= 0, "KSEEK_FA3_MIXED_SMALL must be >= 0");
-constexpr int kMixedSmall = KSEEK_FA3_MIXED_SMALL;
+static_assert(KSEEK_FA3_MIXED_SMALL == 0 || KSEEK_FA3_MIXED_SMALL == 1, "KSEEK_FA3_MIXED_SMALL must be 0 or 1");
+constexpr bool kMixedSmall = KSEEK_FA3_MIXED_SMALL != 0;
+constexpr int kMixedSmallKeys = 4096;  // the longest cache a small mixed call may have (fa3_hopper.cu use_small_mixed)
 
 }  // namespace build
 }  // namespace fa3

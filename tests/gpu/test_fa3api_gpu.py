@@ -35,3 +35,10 @@ def _fast_params():
 def test_row_runs_on_a_fast_path(name):
     res = checked(name)
     assert res["fast"], f"{name} took {res['paths']} (steps {res['steps']})"
+
+
+# v25c (kernels/fa3_hopper/fa3_hopper.cu use_small_mixed): a small mixed call over a DENSE cache runs whole on
+# the prefill; over pages it keeps the mixed path (the in-place page-16 prefill was 1.3-1.9x slower).
+@pytest.mark.parametrize("name,paths", [("varlen_q_dense", ["prefill"]), ("varlen_q_paged", ["mixed_gather"])])
+def test_small_mixed_calls_route_by_cache_layout(name, paths):
+    assert checked(name)["paths"] == paths
