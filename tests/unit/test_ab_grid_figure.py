@@ -1,6 +1,5 @@
 """tools/ab_grid_figure.py on session 25's committed A/B (data/fa3api/session25-ab04dbc): per row the medians of
 the rounds are the files' values, the figure is written, and a round missing a row is refused naming it."""
-import importlib.util
 import json
 from pathlib import Path
 
@@ -12,15 +11,8 @@ DEF = [D / "grid_def_a.json", D / "grid_def_b.json"]
 SMALL = [D / "grid_small_a.json", D / "grid_small_b.json"]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("ab_grid_figure", REPO / "tools" / "ab_grid_figure.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_medians_are_the_rounds_values_and_the_figure_is_written(tmp_path):
-    t = _tool()
+def test_medians_are_the_rounds_values_and_the_figure_is_written(tmp_path, load_tool):
+    t = load_tool("ab_grid_figure")
     d, s = t.side(DEF), t.side(SMALL)
     raw = [{r["name"]: r for r in json.loads(p.read_text())} for p in DEF]
     want = (raw[0]["varlen_q_dense"]["ours_graph_ms"] + raw[1]["varlen_q_dense"]["ours_graph_ms"]) / 2 * 1e3
@@ -35,9 +27,9 @@ def test_medians_are_the_rounds_values_and_the_figure_is_written(tmp_path):
     assert out.stat().st_size > 20_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_round_missing_a_row_is_refused_naming_it(tmp_path):
+def test_a_round_missing_a_row_is_refused_naming_it(tmp_path, load_tool):
     rows = json.loads(DEF[1].read_text())
     bad = tmp_path / "round_b.json"
     bad.write_text(json.dumps([r for r in rows if r["name"] != "varlen_q_dense"]))
     with pytest.raises(ValueError, match=r"round_b.json: row 'varlen_q_dense' missing"):
-        _tool().side([DEF[0], bad])
+        load_tool("ab_grid_figure").side([DEF[0], bad])

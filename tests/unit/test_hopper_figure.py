@@ -1,6 +1,5 @@
 """tools/hopper_figure.py on the committed halves of session 11's hopper run: every timed row lands in
 exactly one (block, dtype) group, the geomeans are those of the rows, and the figure is written."""
-import importlib.util
 import math
 from pathlib import Path
 
@@ -11,15 +10,8 @@ RUNS = [REPO / "data" / "runs" / n for n in ("h200-hopper-20261201-215320-fa3_ho
                                              "h200-hopper-20261201-220056-fa3_hopper-v13peers-paged-decode")]
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("hopper_figure", REPO / "tools" / "hopper_figure.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_groups_partition_the_timed_rows_and_the_figure_is_written(tmp_path, capsys):
-    hf = _tool()
+def test_groups_partition_the_timed_rows_and_the_figure_is_written(tmp_path, capsys, load_tool):
+    hf = load_tool("hopper_figure")
     rows = [r for d in RUNS for r in R.load(d)[0]]
     g = hf.groups(rows)
     timed = [r for r in rows if r.graph_speedup]

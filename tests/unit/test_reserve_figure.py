@@ -1,6 +1,5 @@
 """tools/reserve_figure.py on session 24's committed reserve sweep: the values parsed are the table's, every
 reserve gave the same output bits, the figure is written, and a truncated table is refused naming its line."""
-import importlib.util
 import re
 from pathlib import Path
 
@@ -10,15 +9,8 @@ REPO = Path(__file__).resolve().parents[2]
 SWEEP = REPO / "data" / "fa3api" / "session24-e6f9c27" / "reserve_sweep.txt"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("reserve_figure", REPO / "tools" / "reserve_figure.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_the_sweep_is_parsed_and_drawn(tmp_path):
-    rf = _tool()
+def test_the_sweep_is_parsed_and_drawn(tmp_path, load_tool):
+    rf = load_tool("reserve_figure")
     reserves, rows = rf.parse(SWEEP)
     assert reserves == [0, 1, 8, 20, 40]
     assert len(rows) == 12 and rows["s01_llama3_8b_4x512_dec64_ctx1k-4k_p16"]["graph"][0] == 373.7
@@ -34,11 +26,11 @@ def test_the_sweep_is_parsed_and_drawn(tmp_path):
     assert out.stat().st_size > 20_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_row_missing_a_cell_is_refused_with_its_line(tmp_path):
+def test_a_row_missing_a_cell_is_refused_with_its_line(tmp_path, load_tool):
     lines = SWEEP.read_text().splitlines()
     i = next(k for k, line in enumerate(lines) if line.startswith("s03"))
     lines[i] = re.sub(r"\s*[\d.]+/\s*\d+[=!]\s*$", "", lines[i])   # drop the last reserve's cell
     bad = tmp_path / "sweep.txt"
     bad.write_text("\n".join(lines) + "\n")
     with pytest.raises(ValueError, match=rf"sweep.txt:{i + 1}: 4 cells for 5 reserves"):
-        _tool().parse(bad)
+        load_tool("reserve_figure").parse(bad)

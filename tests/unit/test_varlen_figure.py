@@ -1,7 +1,6 @@
 """tools/varlen_figure.py on session 23's committed varlen runs: the values drawn are each row's kernel-time
 speedup from the run's results, the figure is written, and an argument without a run directory is refused."""
 import gzip
-import importlib.util
 import json
 from pathlib import Path
 
@@ -13,15 +12,8 @@ OLD = RUNS / "h200-varlen-20261203-155341-fa3_hopper-v23a-ostoredensetma"
 NEW = RUNS / "h200-varlen-20261203-161701-fa3_hopper-v23c"
 
 
-def _tool():
-    spec = importlib.util.spec_from_file_location("varlen_figure", REPO / "tools" / "varlen_figure.py")
-    mod = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(mod)
-    return mod
-
-
-def test_speedups_are_the_runs_kernel_speedups_and_the_figure_is_written(tmp_path):
-    vf = _tool()
+def test_speedups_are_the_runs_kernel_speedups_and_the_figure_is_written(tmp_path, load_tool):
+    vf = load_tool("varlen_figure")
     rows = json.load(gzip.open(NEW / "results.json.gz"))["rows"]
     sp = vf.speedups(NEW)
     assert sp == {r["scenario"]: r["kernel_speedup"] for r in rows} and len(sp) == 8
@@ -34,7 +26,7 @@ def test_speedups_are_the_runs_kernel_speedups_and_the_figure_is_written(tmp_pat
     assert out.stat().st_size > 20_000 and out.read_bytes()[:4] == b"\x89PNG"
 
 
-def test_a_run_without_a_label_is_refused(tmp_path, capsys):
+def test_a_run_without_a_label_is_refused(tmp_path, capsys, load_tool):
     with pytest.raises(SystemExit):
-        _tool().main(["--out", str(tmp_path / "v.png"), str(NEW)])
+        load_tool("varlen_figure").main(["--out", str(tmp_path / "v.png"), str(NEW)])
     assert "expected LABEL=RUN_DIR" in capsys.readouterr().err
