@@ -14,6 +14,7 @@
 #   final  v25c (small dense mixed calls whole on the prefill, the default): the GPU tests of the paths it
 #          touches, hopper correctness, the fa3api grid, varlen_q_dense kernel by kernel, then FlashAttention-3's
 #          forward tests (four groups in parallel, 300 cases per function, until the call's budget)
+#   fa3more  FlashAttention-3's forward tests again, another seeded sample (FA3_SEED, default 26), until TOTAL_S
 #   tests  the GPU tests of the paths v25 touches, the reserve sweep (0, 8, 20, 40 SMs) in v25's launch order
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v25.sh probe
 set -uo pipefail
@@ -85,6 +86,11 @@ case $mode in
     steps vqd '^varlen_q_dense$'
     log "FA3 forward tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 15 )) FA3_DEADLINE_S=300 \
       bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
+    ;;
+  fa3more)
+    log "FA3 forward tests, seed ${FA3_SEED:-26}"; OUT=$OUT/fa3tests FA3_SEED=${FA3_SEED:-26} SKIP_GRID=1 \
+      BUDGET_S=$(( $(left) - 10 )) FA3_DEADLINE_S=400 bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
     ;;
   tests)
