@@ -59,6 +59,14 @@ def load_rows(path=None) -> list[dict]:
     return rows
 
 
+def matching(pattern: str, device="cuda", path=None):
+    """(row, its Call) for each row whose name matches the regex `pattern`: the GPU tools' loop."""
+    import re
+    for row in load_rows(path):
+        if re.search(pattern, row["name"]):
+            yield row, make_call(row, device=device)
+
+
 @dataclass
 class Call:
     """One row's tensors; run(drop=None) makes our call (drop: the feature left out), ref() answers it."""

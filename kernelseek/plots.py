@@ -334,3 +334,10 @@ def mix_plot(mixes: dict[str, Counter], families: list[str] | None = None, title
     ax.set_title(title or "SASS instruction mix per build")
     ax.legend(fontsize=8, title="build", title_fontsize=8)
     return fig
+
+
+def save_png(fig: Figure, out, dpi: int = 110) -> None:
+    """fig laid out and written to `out` as a PNG, the path printed (the tools' figures under docs/)."""
+    fig.tight_layout()
+    fig.savefig(out, dpi=dpi)
+    print(f"wrote {out}")

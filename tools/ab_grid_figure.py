@@ -19,6 +19,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kernelseek.plots import save_png  # noqa: E402
+
 
 def side(paths) -> dict[str, dict]:
     """{row: {"ours": median graph us, "base": median graph us or None, "paths": the kernel paths}} over the
@@ -61,9 +63,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("graph replay, us (L2 flushed)")
     ax.set_title(a.title, fontsize=10)
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(a.out, dpi=110)
-    print(f"wrote {a.out}")
+    save_png(fig, a.out)
     return 0
 
 

@@ -92,13 +92,9 @@ def main(argv=None) -> int:
     ap.add_argument("rows", nargs="?", default="^varlen_q_paged$")
     ap.add_argument("--reps", type=int, default=12)
     a = ap.parse_args(argv)
-    for row in G.load_rows():
-        if not re.search(a.rows, row["name"]):
-            continue
-        call = G.make_call(row)
-        kv = call.caches() if row["fn"] == "kvcache" else None
+    for row, call in G.matching(a.rows):
         print(f"{row['name']}:", flush=True)
-        show("ours", call.bound(caches=kv), a.reps)
+        show("ours", call.bound(), a.reps)   # (a kvcache row's caches made once, with the arguments)
         fa3, why = G.fa3_callable(call)
         if fa3 is None:
             print(f"  fa3: not run: {why}")

@@ -30,6 +30,19 @@ steps() {     # steps TAG ROWS [DEFINES]: kernel by kernel in graph replay, into
   log "step kernels $1"; KSEEK_ATTENTION_DEFINES=${3:-} timeout -k 5 "$(cap 90)" python3 tools/step_kernels.py --fa3api "$2" \
     > "$OUT/steps_$1.txt" 2>&1; grep -v Warn "$OUT/steps_$1.txt" | grep -v _warn | cut -c1-120 | head -30
 }
+grid() {      # the whole fa3api grid, into $OUT/grid.{json,txt}
+  log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
+  grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+}
+serving() {   # serving s01-s09 (ROWS) against FA3, into $OUT/serving/
+  log "serving"; timeout -k 5 "$(cap 160)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
+    --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
+  cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
+}
+hopper() {    # the hopper grid's correctness, into $OUT/hopper.txt
+  log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
+    --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+}
 R0=KSEEK_FA3_MIXED_RESERVE=-1                          # the probe build (reserve 0 until set: one stream)
 echo "mode $mode" | tee -a "$OUT/device.txt"
 case $mode in
@@ -44,21 +57,14 @@ case $mode in
   ab)
     steps vqp '^varlen_q_paged$'
     timeline vqp '^(varlen_q_paged|append_plain_varlen)$'
-    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving"; timeout -k 5 "$(cap 160)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
-      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
-    log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
-      --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
+    grid
+    serving
+    hopper
     ;;
   ab2)
     steps vqp '^varlen_q_paged$'
-    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
-    log "serving"; timeout -k 5 "$(cap 160)" python3 tools/serving_bench.py --out "$OUT/serving" --rows "${ROWS:-^s0}" \
-      --budget "${BUDGET_S:-0.15}" --replays "${REPLAYS:-20}" > "$OUT/serving.log" 2>&1
-    cut -c1-150 "$OUT/serving/serving.txt" 2>/dev/null || tail -5 "$OUT/serving.log"
+    grid
+    serving
     log "fork-early sweep"; KSEEK_ATTENTION_DEFINES=$R0,KSEEK_FA3_MIXED_FORK_EARLY=1 timeout -k 5 "$(cap 150)" \
       python3 tools/mixed_overlap_probe.py '^s0[1-3]|varlen_q_paged$' 1,20 > "$OUT/forkearly_sweep.txt" 2>&1
     grep -v "^  " "$OUT/forkearly_sweep.txt" | cut -c1-150
@@ -79,10 +85,8 @@ case $mode in
       tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_decode_wide_gpu.py \
       tests/gpu/test_serving_gpu.py > "$OUT/gputests.txt" 2>&1
     tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
-    log "hopper check"; timeout -k 5 "$(cap 80)" python3 -m kernelseek eval kernels/fa3_hopper --no-progress --runs-dir "$OUT/runs" \
-      --grid hopper --check-only > "$OUT/hopper.txt" 2>&1; grep -E '^correct' "$OUT/hopper.txt"
-    log "fa3api grid"; timeout -k 5 "$(cap 100)" python3 tools/fa3api_grid.py --reps 20 --json "$OUT/grid.json" > "$OUT/grid.txt" 2>&1
-    grep -A 22 '^row ' "$OUT/grid.txt" | cut -c1-120
+    hopper
+    grid
     steps vqd '^varlen_q_dense$'
     log "FA3 forward tests"; OUT=$OUT/fa3tests SKIP_GRID=1 BUDGET_S=$(( $(left) - 15 )) FA3_DEADLINE_S=300 \
       bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1

@@ -12,7 +12,6 @@ from __future__ import annotations
 import argparse
 import cProfile
 import pstats
-import re
 import sys
 import time
 
@@ -39,12 +38,8 @@ def main(argv=None) -> int:
     ap.add_argument("--reps", type=int, default=300)
     ap.add_argument("--top", type=int, default=18)
     a = ap.parse_args(argv)
-    for row in G.load_rows():
-        if not re.search(a.rows, row["name"]):
-            continue
-        call = G.make_call(row)
-        kv = call.caches() if row["fn"] == "kvcache" else None
-        ours = call.bound(caches=kv)
+    for row, call in G.matching(a.rows):
+        ours = call.bound()          # (a kvcache row's caches made once, with the arguments)
         fa3, why = G.fa3_callable(call)
         line = f"{row['name']:<24} ours {host_us(ours, a.reps):7.1f} us/call"
         line += f"   fa3 {host_us(fa3, a.reps):7.1f} us/call" if fa3 else f"   fa3: {why}"

@@ -17,6 +17,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kernelseek.plots import save_png  # noqa: E402
+
 CELL = re.compile(r"([\d.]+)/\s*(\d+)([=!])")
 
 
@@ -59,9 +61,7 @@ def main(argv=None) -> int:
     ax.set_title("mixed calls on the H200: the decode part beside the prefill, SMs reserved for it (graph replay)")
     ax.set_ylim(0, 1.35)
     ax.legend(fontsize=8, ncol=len(reserves), loc="upper left")
-    fig.tight_layout()
-    fig.savefig(a.out, dpi=110)
-    print(f"wrote {a.out}")
+    save_png(fig, a.out)
     return 0
 
 

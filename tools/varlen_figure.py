@@ -15,6 +15,8 @@ import matplotlib
 matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 
+from kernelseek.plots import save_png  # noqa: E402
+
 from kernelseek import store  # noqa: E402
 
 
@@ -45,9 +47,7 @@ def main(argv=None) -> int:
     ax.set_ylabel("FA3 kernel time / ours")
     ax.set_title("varlen grid on the H200: packed-query prefill against FlashAttention-3 (kernel time)")
     ax.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(a.out, dpi=110)
-    print(f"wrote {a.out}")
+    save_png(fig, a.out)
     return 0
 
 

@@ -109,3 +109,13 @@ def test_table_marks_a_capture_failure_and_lists_its_reason():
     assert "fail" in lines[1] and "0.020" in lines[1] and "graph" in lines[1]
     assert "0.900" in lines[2] and "1.11" in lines[2] and "call" in lines[2] and "fail" not in lines[2]
     assert lines[3] == "graph capture failed:" and lines[4].startswith("  d ours: RuntimeError: operation not")
+
+
+def test_matching_yields_the_named_rows_with_their_calls_in_grid_order():
+    got = list(G.matching(r"^varlen_q_(paged|dense)$", device="cpu"))
+    assert [r["name"] for r, _ in got] == ["varlen_q_paged", "varlen_q_dense"]
+    row, call = got[1]
+    assert call.row is row and call.t["q"].device.type == "cpu"
+    o, lse = call.bound()()                           # one bound call: its caches made once, with the arguments
+    assert o.shape[0] == sum(row["seqlens_q"]) and bool(lse.isfinite().any())
+    assert list(G.matching("^no such row$", device="cpu")) == []
