@@ -24,10 +24,13 @@
 #include <cuda_fp8.h>
 #include <stdint.h>
 
+#include "kseek.h"
+
 #define KSEEK_KVU_ABI_VERSION 1
 
 enum { KVU_BF16 = 0, KVU_FP16 = 1, KVU_FP8_E4M3 = 2, KVU_FP32 = 3 };
 enum { KVU_OK = 0, KVU_ERR_ABI = 1, KVU_ERR_INVALID = 2, KVU_ERR_CUDA = 3 };
+enum { KVU_THEN_UPDATE = 1000 };   // kseek_kv_update_then: KVU_THEN_UPDATE + the update's status
 
 typedef struct {
   int32_t abi_version;            // KSEEK_KVU_ABI_VERSION
@@ -230,3 +233,21 @@ extern "C" int kseek_kv_update(const kseek_kvu_params* p, cudaStream_t stream) {
 }
 
 extern "C" int kseek_kv_update_abi(void) { return KSEEK_KVU_ABI_VERSION; }
+
+// An append pair in one foreign call (kernelseek.attention_fastpath's hits): the update, then the attention
+// library's kseek_fwd (`fwd`, by address) on the same stream. Returns fwd's kseek_status, or KVU_THEN_UPDATE
+// + the update's status when the update refused (fwd is then not called). The Python caller saves a second
+// ctypes call and its stream lookup per call. (A template on the update so that the host-only stand-in,
+// kernelseek/host_standins.py, pairs its own update with the same logic.)
+typedef int (*kseek_fwd_fn)(const kseek_params*, cudaStream_t);
+template <int (*Update)(const kseek_kvu_params*, cudaStream_t)>
+int update_then(const kseek_kvu_params* p, kseek_fwd_fn fwd, const kseek_params* fwd_params, cudaStream_t stream) {
+  if (fwd == nullptr || fwd_params == nullptr) return KVU_THEN_UPDATE + KVU_ERR_INVALID;
+  const int rc = Update(p, stream);
+  return rc != KVU_OK ? KVU_THEN_UPDATE + rc : fwd(fwd_params, stream);
+}
+
+extern "C" int kseek_kv_update_then(const kseek_kvu_params* p, kseek_fwd_fn fwd, const kseek_params* fwd_params,
+                                    cudaStream_t stream) {
+  return update_then<kseek_kv_update>(p, fwd, fwd_params, stream);
+}

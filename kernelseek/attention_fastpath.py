@@ -40,7 +40,9 @@ A hit copies the params template and sets the pointers. For a pair it first repl
 params template with the argument pointers, its own outputs (kv_update: seqused [B] int32, q_out like q;
 seqused_segments: out [6B+2] int32) at 256-byte offsets of one buffer (one allocation per hit: they are never
 returned, only their addresses reach the kernels), one launch on the current stream (kv_update writes the cache
-in place, as on the slow path).
+in place, as on the slow path). An append whose kv_update library has kseek_kv_update_then (kv_update.THEN:
+kernels/kv_update.cu's) makes both launches in one foreign call instead (Entry._run_then: the update's outputs
+and kseek_fwd's workspace in one buffer; ~2 us less host time per call on a CPU here, tools/append_cost.py).
 It allocates o, lse and the workspace as the slow path does; the workspace is sized per call by
 kseek_workspace_bytes, because the kernel's path, and so the workspace, depends on pointer alignment.
 The hit launches on the current stream and records RECORD and PATH_COUNTS as the slow path would
@@ -80,6 +82,7 @@ TENSOR_ARGS = frozenset({
     "cache_leftpad", "page_table", "cu_seqlens_k_new", "rotary_seqlens", "scheduler_metadata"})
 PASS = object()                       # `call`'s answer for a call it does not key
 CACHE: dict = {}
+_STAND_IN = 1 << 40                   # where _run_then places the helper's outputs to size the workspace
 KVU_STEP = "kv-update"                # attention._update_cache's step for its one kv_update launch
 SEG_STEPS = ("packed", "seqused-q-segments")   # attention_plan._packed's steps for a seqused_q call
 _SCALARS = frozenset({int, float, bool, str, type(None)})
@@ -158,7 +161,7 @@ class Pre:
     none), ...; `nbytes` in all), in the order they follow the arguments. One allocation, not one per output:
     the outputs are the helper's and kseek_fwd's alone (never returned), so only their addresses matter, and
     each torch.empty costs a few microseconds of host time per call (tools/append_cost.py)."""
-    __slots__ = ("kind", "fn", "template", "ptrs", "device", "layout", "nbytes")
+    __slots__ = ("kind", "fn", "template", "ptrs", "device", "layout", "nbytes", "then", "own_at")
 
     def run(self, vals):
         """(this call's outputs of the launch as _At addresses (None where it has none), the buffer that holds
@@ -196,7 +199,7 @@ class Entry:
     """What a hit needs: the params without pointers, where each pointer comes from, and the outputs;
     `pre`: the kv_update launch before it (a Pre), or None."""
     __slots__ = ("lib", "lib_key", "template", "ptrs", "device", "o_shape", "o_dtype", "lse_shape", "steps",
-                 "out_slot", "pair", "pre")
+                 "out_slot", "pair", "pre", "own_ptrs", "fwd_addr")
 
     def run(self, vals):
         """The call on `vals` (the arguments in order): its result, or None if a library changed or a
@@ -204,6 +207,8 @@ class Entry:
         lib = core._LIBS.get(self.lib_key)
         if lib is not self.lib:
             return None
+        if self.own_ptrs is not None:  # a pair whose helper library launches both (kv_update's THEN)
+            return self._run_then(lib, vals)
         if self.pre is not None:       # its outputs follow the arguments: kseek_fwd's pointers may come from them
             pre = self.pre.run(vals)
             if pre is None:
@@ -217,6 +222,39 @@ class Entry:
         ws = torch.empty(max(lib.workspace_bytes(p), abi.MIN_WORKSPACE_BYTES), dtype=torch.uint8, device=dev)
         abi.set_workspace(p, ws)
         if lib.fwd(p, core._stream(dev)) != abi.OK:
+            return None
+        return finish(self, lib.last_path() or "unknown", o, lse, vals)
+
+    def _run_then(self, lib, vals):
+        """The pair in one foreign call (kv_update.THEN: the update, then kseek_fwd by address): both params
+        filled, the helper's own outputs and kseek_fwd's workspace in one allocation (the outputs at their
+        Pre.layout offsets, the workspace after them). The workspace is sized with the outputs at a stand-in
+        address of at least their alignment and checked again at the real one: a library whose size depends
+        on more than alignment gets None (the slow path), never a short workspace."""
+        pre = self.pre
+        ulib = pre.kind.mod._LIB
+        if not ulib or ulib[0] is not pre.fn:
+            return None
+        u = _filled(type(pre.template), pre.template, pre.ptrs, vals)
+        p = _filled(abi.KseekParams, self.template, self.ptrs, vals)
+        dev = self.device
+        o = torch.empty(self.o_shape, dtype=self.o_dtype, device=dev)
+        lse = torch.empty(self.lse_shape, dtype=torch.float32, device=dev)
+        p.o, p.lse = o.data_ptr(), lse.data_ptr()
+        for name, off in self.own_ptrs:
+            setattr(p, name, _STAND_IN + off)
+        n = pre.nbytes
+        ws = max(lib.workspace_bytes(p), abi.MIN_WORKSPACE_BYTES)
+        buf = torch.empty(n + ws, dtype=torch.uint8, device=dev)
+        base = buf.data_ptr()
+        for name, off in pre.own_at:
+            setattr(u, name, base + off)
+        for name, off in self.own_ptrs:
+            setattr(p, name, base + off)
+        p.workspace, p.workspace_bytes = base + n, ws
+        if lib.workspace_bytes(p) > ws:
+            return None
+        if pre.then(ctypes.byref(u), self.fwd_addr, ctypes.byref(p), ctypes.c_void_p(core._stream(dev) or None)):
             return None
         return finish(self, lib.last_path() or "unknown", o, lse, vals)
 
@@ -302,6 +340,15 @@ def entry(rec, vals, names, res):
     e.template.workspace_bytes = 0
     e.o_shape, e.o_dtype, e.lse_shape = tuple(o.shape), o.dtype, tuple(lse.shape)
     e.steps, e.out_slot, e.pair, e.pre = tuple(steps), out_slot, pair, pre
+    e.own_ptrs = e.fwd_addr = None
+    if pre is not None and pre.then is not None and getattr(lib, "_fwd", None) is not None:
+        n = len(args)          # kseek_fwd's pointers into the helper's outputs: byte offsets in _run_then's buffer
+        own = [(f, pre.layout[slot - n][1], d) for f, slot, d in e.ptrs if slot >= n]
+        if any(off is None for _, off, _ in own):
+            return SLOW
+        e.own_ptrs = tuple((f, off + d) for f, off, d in own)
+        e.ptrs = tuple(x for x in e.ptrs if x[1] < n)
+        e.fwd_addr = ctypes.c_void_p(ctypes.cast(lib._fwd, ctypes.c_void_p).value)
     return e
 
 
@@ -325,6 +372,8 @@ def _pre(launched, kind, vals):
         if x is not None:
             n += (x.numel() * x.element_size() + 255) // 256 * 256
     e.layout, e.nbytes = tuple(layout), max(n, 256)
+    e.own_at = tuple((f, off) for f, off in layout if off is not None)
+    e.then = kind.mod.then_of(launched.fn) if hasattr(kind.mod, "then_of") else None   # kv_update's one-call pair
     return e
 
 

@@ -50,8 +50,10 @@ KVU_HOST_SRC = r"""
 // over host memory (CPU tensors), with the kernel's arithmetic (float32, each product and sum rounded,
 // round to nearest even). So a call on CPU tensors updates the cache as the GPU does.
 #define kseek_kv_update kseek_kv_update_on_device
+#define kseek_kv_update_then kseek_kv_update_then_on_device
 #include "kv_update.cu"
 #undef kseek_kv_update
+#undef kseek_kv_update_then
 
 namespace host {
 inline float f(__nv_bfloat16 x) { return __bfloat162float(x); }
@@ -141,6 +143,11 @@ extern "C" int kseek_kv_update(const kseek_kvu_params* p, cudaStream_t) {
     case KVU_FP8_E4M3: return host::run<__nv_fp8_e4m3>(*p);
     default: return KVU_ERR_INVALID;
   }
+}
+
+extern "C" int kseek_kv_update_then(const kseek_kvu_params* p, kseek_fwd_fn fwd, const kseek_params* fwd_params,
+                                    cudaStream_t stream) {
+  return update_then<kseek_kv_update>(p, fwd, fwd_params, stream);
 }
 """
 
@@ -246,8 +253,10 @@ def kvu_host_lib(cache_dir: str | os.PathLike | None = None):
     so = _build_host_only("kvu-hostonly", KVU_HOST_SRC, kv_update.KERNEL.read_text(),
                           [*arch_flags("sm_90a"), "-O2", "-Xcompiler", "-ffp-contract=off", f"-I{kv_update.KERNEL.parent}"],
                           cache_dir)
-    fn = ctypes.CDLL(str(so)).kseek_kv_update
+    dll = ctypes.CDLL(str(so))
+    fn = dll.kseek_kv_update
     fn.argtypes, fn.restype = [ctypes.POINTER(kv_update.KvuParams), ctypes.c_void_p], ctypes.c_int
+    kv_update.register_then(fn, dll)      # its kseek_kv_update_then, for the fast path's append hits
     return fn
 
 

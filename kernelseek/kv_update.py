@@ -22,6 +22,7 @@ from ctypes import c_int32, c_int64, c_void_p
 
 import torch
 
+from . import abi
 from . import attention_core as core
 from .paths import KERNELS
 
@@ -55,6 +56,9 @@ class KvuParams(ctypes.Structure):
 
 
 _LIB: list = []
+# (kseek_kv_update, its library's kseek_kv_update_then) where it has one: the update and then a kseek_fwd
+# (by address) in one foreign call (attention_fastpath's append hits; host_standins registers its own).
+THEN: list = []
 
 
 class Launched:
@@ -76,8 +80,28 @@ def _lib():
     fn.argtypes, fn.restype = [ctypes.POINTER(KvuParams), c_void_p], ctypes.c_int
     if int(dll.kseek_kv_update_abi()) != ABI_VERSION:
         raise RuntimeError(f"{KERNEL}: kv_update ABI {int(dll.kseek_kv_update_abi())}, expected {ABI_VERSION}")
+    register_then(fn, dll)
     _LIB.append(fn)
     return fn
+
+
+def register_then(fn, dll) -> None:
+    """THEN gets (fn, dll's kseek_kv_update_then, typed (int (params*, fwd address, kseek_params*, stream))),
+    when the library defines it."""
+    then = getattr(dll, "kseek_kv_update_then", None)
+    if then is not None:
+        then.argtypes = [ctypes.POINTER(KvuParams), c_void_p, ctypes.POINTER(abi.KseekParams), c_void_p]
+        then.restype = ctypes.c_int
+        THEN.append((fn, then))
+
+
+def then_of(fn):
+    """The kseek_kv_update_then registered with `fn` (a kseek_kv_update), or None. (By identity: ctypes
+    functions are not hashable.)"""
+    for f, then in THEN:
+        if f is fn:
+            return then
+    return None
 
 
 def _rows_ok(t, dims: int) -> bool:

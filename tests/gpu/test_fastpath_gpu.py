@@ -1,7 +1,7 @@
 """The host fast path (kernelseek/attention_fastpath.py) on the GPU, every fa3api row: a call answered from
 the cache gives the same o, lse and (appends) K/V caches, bit for bit, as the slow path on the same inputs;
 a call whose entry was recorded is answered without building params (abi.make_params is not called); the
-append rows (kv_update launch + one kernel) and the seqused_q row (segments launch + one kernel) are cached,
+append rows (kv_update launch + one kernel, in one foreign call: kseek_kv_update_then) and the seqused_q row (segments launch + one kernel) are cached,
 and, where the qv route's entries are on (the default; KSEEK_ATTENTION_FASTPATH_QV=0 turns them off:
 fastpath_qv), so are the rows it takes."""
 import pytest
@@ -35,6 +35,7 @@ def test_a_hit_equals_the_slow_path(name, monkeypatch, make_params_calls):
     try:
         call.bound(caches=fresh())()                 # a miss: recorded
         entry = any(type(e) in (F.Entry, FQ.QvEntry) for e in F.CACHE.values())
+        one_call = any(type(e) is F.Entry and e.own_ptrs is not None for e in F.CACHE.values())
         qv_route = core.RECORD["paths"] == ["qv"]
         n = built[0]
         c2 = fresh()
@@ -46,6 +47,8 @@ def test_a_hit_equals_the_slow_path(name, monkeypatch, make_params_calls):
         assert entry, f"{name}: no fast-path entry"
     if entry:
         assert built[0] == n, f"{name}: the entry was not used"
+    if row.get("feature") in ("append", "append_rotary"):   # kernels/kv_update.cu's kseek_kv_update_then
+        assert one_call, f"{name}: the append's hit is not one foreign call"
     assert torch.equal(o2, o0), f"{name}: o differs, max {(o2.float() - o0.float()).abs().max().item()}"
     assert torch.equal(l2, l0), f"{name}: lse differs"
     if kv:

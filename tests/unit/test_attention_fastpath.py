@@ -38,16 +38,44 @@ def kvu_lib(tmp_path_factory):
     return HS.kvu_host_lib(tmp_path_factory.mktemp("kvu_hostonly"))
 
 
+def _kvu_record(p, stream, seen):
+    """Append (params dict, stream, q_out bytes, seqused_out bytes) of a kseek_kv_update call to seen."""
+    q_bytes = p.total_q * p.heads_q * p.head_dim * (1 if p.dtype == 2 else 2)
+    seen.append(({n: getattr(p, n) for n, _ in KvuParams._fields_}, stream.value,
+                 ctypes.string_at(p.q_out, q_bytes) if p.q_out else None, ctypes.string_at(p.seqused_out, 4 * p.batch)))
+
+
 def _kvu_spy(fn, seen):
-    """fn (a kseek_kv_update) that also appends (params dict, stream, q_out bytes, seqused_out bytes) to seen."""
+    """fn (a kseek_kv_update) that also records each call in seen (_kvu_record)."""
     def kvu(pp, stream):
         rc = fn(pp, stream)
-        p = pp._obj
-        q_bytes = p.total_q * p.heads_q * p.head_dim * (1 if p.dtype == 2 else 2)
-        seen.append(({n: getattr(p, n) for n, _ in KvuParams._fields_}, stream.value,
-                     ctypes.string_at(p.q_out, q_bytes) if p.q_out else None, ctypes.string_at(p.seqused_out, 4 * p.batch)))
+        _kvu_record(pp._obj, stream, seen)
         return rc
     return kvu
+
+
+_FWD_CB = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_void_p)
+
+
+def _then_spy(then, lib, seen, calls):
+    """The host-only build's kseek_kv_update_then (`then`) as kv_update.THEN gives it to a hit, for the tests:
+    it checks that the hit passes lib's kseek_fwd by address, then runs the real C pairing with a ctypes
+    callback as the kseek_fwd it calls, which calls abi.KernelLib.fwd (the spy fixture's, so `_run` sees it,
+    or a test's refusing stand-in); records the update as _kvu_spy does and each call in `calls`."""
+    want = ctypes.cast(lib._fwd, ctypes.c_void_p).value
+
+    @_FWD_CB
+    def fwd(p, stream):
+        return abi.KernelLib.fwd(lib, abi.KseekParams.from_address(p), stream)
+
+    def spy_then(u, fwd_addr, p, stream):
+        assert fwd_addr.value == want, "the hit passed another kseek_fwd"
+        rc = then(u, ctypes.cast(fwd, ctypes.c_void_p), p, stream)
+        _kvu_record(u._obj, stream, seen)
+        calls.append(rc)
+        return rc
+    spy_then.keep = fwd         # the callback lives as long as the spy
+    return spy_then
 
 
 @pytest.fixture(scope="module")
@@ -89,6 +117,21 @@ def spy(lib, kvu_lib, seg_lib, monkeypatch):
             HS.segments_on_cpu(_seg_spy(seg_lib, seg_seen)):
         yield seen, built, kvu_seen, seg_seen
     F.clear()
+
+
+@pytest.fixture(params=["two calls", "one call"])
+def aspy(request, spy, lib, kvu_lib, monkeypatch):
+    """spy for appends, in both forms of a hit: "two calls" (kseek_kv_update, then kseek_fwd: a kv_update
+    library without kseek_kv_update_then) and "one call" (kseek_kv_update_then, through _then_spy); spy's
+    tuple plus the list of then calls and the form."""
+    calls = []
+    if request.param == "one call":
+        then = kv_update.then_of(kvu_lib)
+        assert then is not None, "the host-only kv_update library has no kseek_kv_update_then"
+        monkeypatch.setattr(kv_update, "THEN", [(kv_update._LIB[0], _then_spy(then, lib, spy[2], calls))])
+    else:
+        monkeypatch.setattr(kv_update, "THEN", [])
+    return (*spy, calls, request.param)
 
 
 def _run(spy, fn, fast=True):
@@ -472,7 +515,10 @@ def _check_pair(spy, fn):
     """_three_runs of an append: both kernels get the slow path's params (but for their own outputs), and
     kseek_fwd reads this call's kv_update outputs (q_out when q is rotated, seqused). -> the hit's (result,
     kseek_fwd params, kv_update record)."""
+    n_then = len(spy[4]) if len(spy) > 4 else 0
     runs = _three_runs(spy, fn, 2, ["kv-update"])
+    if len(spy) > 4:           # aspy: the hit (and only the hit) made the pair's one call in its "one call" form
+        assert len(spy[4]) - n_then == (spy[5] == "one call")
     _, p0, (k0, _, q0, used0), _ = runs[0]
     made = ("seqused_k", "q") if k0["q_out"] else ("seqused_k",)     # kseek_fwd's pointers at kv_update's outputs
     for _, p, (kp, _, q_out, used), _ in runs:
@@ -535,9 +581,9 @@ def _append(spec):
 
 
 @pytest.mark.parametrize("name", sorted(append_calls()))
-def test_an_append_hit_gives_both_kernels_the_slow_paths_params(spy, name):
+def test_an_append_hit_gives_both_kernels_the_slow_paths_params(aspy, name):
     spec = append_calls()[name]
-    res, p, (kp, _, q_out, _) = _check_pair(spy, _append(spec))
+    res, p, (kp, _, q_out, _) = _check_pair(aspy, _append(spec))
     assert (q_out is not None) == name.startswith("rotary")
     if name == "rotary_neox_batch_idx":
         assert C.RECORD["steps"] == ["kv-update", "batch-idx-as-pages"]
@@ -556,7 +602,7 @@ def _torch_append():
 
 
 @pytest.mark.parametrize("name", sorted(append_calls()))
-def test_an_append_hit_updates_the_cache_as_the_torch_path_does(spy, name):
+def test_an_append_hit_updates_the_cache_as_the_torch_path_does(aspy, name):
     """Numbers: from the same caches, a hit's kv_update (the host-only build runs the kernel's work on the
     host) writes the caches bit for bit as attention_cache's torch ops do, and its q_out and seqused (what
     the hit's kseek_fwd is pointed at) hold the torch path's rotated q and key ends."""
@@ -568,10 +614,10 @@ def test_an_append_hit_updates_the_cache_as_the_torch_path_does(spy, name):
         assert "append-kv" in C.RECORD["steps"] and list(F.CACHE.values()) == [F.SLOW]   # torch ops: not replayed
     F.clear()
     want = [c.clone() for c in caches]
-    _run_pair(spy, fn)
+    _run_pair(aspy, fn)
     for c, b in zip(caches, before):
         c.copy_(b)
-    _, p, (kp, _, q_out, used), ran = _run_pair(spy, fn)
+    _, p, (kp, _, q_out, used), ran = _run_pair(aspy, fn)
     assert not ran
     for c, w, b in zip(caches, want, before):
         assert torch.equal(c.view(torch.uint8), w.view(torch.uint8))
@@ -588,7 +634,7 @@ def test_an_append_hit_updates_the_cache_as_the_torch_path_does(spy, name):
         assert q_out != args[0].contiguous().view(torch.uint8).numpy().tobytes()
 
 
-def test_every_part_of_an_append_key_misses(spy):
+def test_every_part_of_an_append_key_misses(aspy):
     """Each variant of a cached append misses once, then hits, and both kernels get the slow path's params."""
     (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
     cos, sin = kw["rotary_cos"], kw["rotary_sin"]
@@ -606,19 +652,19 @@ def test_every_part_of_an_append_key_misses(spy):
         kw2 = dict(kw, **extra)
         if name == "fp16":
             kw2.update(rotary_cos=cos.half(), rotary_sin=sin.half())
-        _, _, (kp, *_) = _check_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **kw2))
+        _, _, (kp, *_) = _check_pair(aspy, lambda: A.flash_attn_with_kvcache(*args, **kw2))
         kvus.add(tuple(sorted((k, v) for k, v in kp.items() if k not in KVU_OWN)))
     assert len(F.CACHE) == len(variants) + len(shapes) and all(type(e) is F.Entry for e in F.CACHE.values())
     assert len(kvus) >= len(variants) + len(shapes) - 3   # window, causal and lse give kv_update the same params
 
 
-def test_new_tensors_of_the_same_layout_hit_an_append_with_their_own_pointers(spy):
+def test_new_tensors_of_the_same_layout_hit_an_append_with_their_own_pointers(aspy):
     g = torch.Generator().manual_seed(2)
     cos, sin = _rope(80, 32, g=g)
     for i in range(3):
         q, kc, vc = _t(2, 9, HQ, D, g=g), _t(2, 64, HKV, D, g=g), _t(2, 64, HKV, D, g=g)
         kn, vn, lens = _t(2, 9, HKV, D, g=g), _t(2, 9, HKV, D, g=g), _i32([3 + i, 40])
-        _, p, (kp, _, q_out, _), ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(
+        _, p, (kp, _, q_out, _), ran = _run_pair(aspy, lambda: A.flash_attn_with_kvcache(
             q, kc, vc, kn, vn, rotary_cos=cos, rotary_sin=sin, cache_seqlens=lens, causal=True))
         assert ran == (i == 0)
         assert [kp[n] for n in ("q", "k_new", "v_new", "k_cache", "v_cache", "seqlens", "ro", "cos", "sin")] == \
@@ -628,7 +674,7 @@ def test_new_tensors_of_the_same_layout_hit_an_append_with_their_own_pointers(sp
         assert q_out == rq.view(torch.uint8).numpy().tobytes()
 
 
-def test_an_aliased_append_is_not_cached_but_does_not_block_the_key(spy):
+def test_an_aliased_append_is_not_cached_but_does_not_block_the_key(aspy):
     """rotary_seqlens the very tensor cache_seqlens is, or k and v new one tensor: which argument a pointer
     came from is ambiguous, so nothing is stored; the same key with distinct tensors is cached."""
     (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
@@ -637,19 +683,19 @@ def test_an_aliased_append_is_not_cached_but_does_not_block_the_key(spy):
              ((q, kc, vc, kn, kn), kw, None)]
     for args, aliased, distinct in cases:
         for _ in range(2):
-            _, _, _, ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
+            _, _, _, ran = _run_pair(aspy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
             assert ran and not F.CACHE
         args2 = args[:4] + (vn,) if distinct is None else args
         for first in (True, False):
-            _, _, _, ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args2, **(distinct or aliased)))
+            _, _, _, ran = _run_pair(aspy, lambda: A.flash_attn_with_kvcache(*args2, **(distinct or aliased)))
             assert ran == first
-        _, _, (kp, *_), ran = _run_pair(spy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
+        _, _, (kp, *_), ran = _run_pair(aspy, lambda: A.flash_attn_with_kvcache(*args, **aliased))
         assert not ran and (kp["k_new"], kp["v_new"], kp["ro"]) == (args[3].data_ptr(), args[4].data_ptr(),
                                                                       aliased.get("rotary_seqlens", lens).data_ptr())
         F.clear()
 
 
-def test_an_append_it_cannot_prove_keeps_the_slow_path(spy):
+def test_an_append_it_cannot_prove_keeps_the_slow_path(aspy):
     """The torch-op append (kv_update takes no such call), and an append whose plan gathers the pages
     (fp8 packed queries over a paged cache): the slow path every time."""
     (q, kc, vc, kn, vn), kw = append_calls()["rotary_dense"]
@@ -659,7 +705,7 @@ def test_an_append_it_cannot_prove_keeps_the_slow_path(spy):
              "gathered pages": lambda: A.flash_attn_with_kvcache(q8, k8, v8, kn8.view(2, HKV, D), vn8.view(2, HKV, D),
                                                                  cu_seqlens_q=_i32([0, 1, 2]), max_seqlen_q=1,
                                                                  cu_seqlens_k_new=_i32([0, 1, 2]), **kw8)}
-    built = spy[1]
+    built = aspy[1]
     for name, fn in cases.items():
         with _torch_append() if name == "torch append" else contextlib.nullcontext():
             for _ in range(3):
@@ -671,14 +717,14 @@ def test_an_append_it_cannot_prove_keeps_the_slow_path(spy):
     assert "gather-pages" in C.RECORD["steps"] and C.RECORD["steps"][0] == "kv-update"
 
 
-def test_a_replaced_or_refusing_kv_update_library_reruns_the_slow_path(spy, kvu_lib):
+def test_a_replaced_or_refusing_kv_update_library_reruns_the_slow_path(aspy, kvu_lib):
     """Another kv_update function than the entry's: a miss (and a new entry). One that refuses on a hit:
-    the entry goes and the slow path raises kv_update's error. (spy restores kv_update._LIB.)"""
+    the entry goes and the slow path raises kv_update's error. (aspy restores kv_update._LIB.)"""
     fn = _append(append_calls()["rotary_dense"])
-    _check_pair(spy, fn)
-    kv_update._LIB[0] = _kvu_spy(kvu_lib, spy[2])          # the same library, another function object
+    _check_pair(aspy, fn)
+    kv_update._LIB[0] = _kvu_spy(kvu_lib, aspy[2])          # the same library, another function object
     for slow in (True, True, False):                       # the entry goes; recorded again; a hit
-        _, _, _, ran = _run_pair(spy, fn)
+        _, _, _, ran = _run_pair(aspy, fn)
         assert ran == slow
     kv_update._LIB[0] = lambda p, stream: 2
     with pytest.raises(RuntimeError, match="returned status 2"):
@@ -686,29 +732,61 @@ def test_a_replaced_or_refusing_kv_update_library_reruns_the_slow_path(spy, kvu_
     assert not F.CACHE
 
 
-def test_a_kernel_refusal_after_the_update_reruns_the_slow_path_whose_update_writes_the_same(spy, monkeypatch):
+def test_a_kernel_refusal_after_the_update_reruns_the_slow_path_whose_update_writes_the_same(aspy, monkeypatch):
     """kseek_fwd refuses on a hit whose kv_update has run: the slow path runs the call again (the update
     writes the same rows again) and raises the kernel's error."""
     (args, kw) = spec = append_calls()["plain_varlen_paged"]
     fn = _append(spec)
-    _check_pair(spy, fn)
+    _check_pair(aspy, fn)
     after = [c.clone() for c in args[1:3]]
-    n = len(spy[2])
+    n = len(aspy[2])
     monkeypatch.setattr(abi.KernelLib, "fwd", lambda self, p, stream=0: abi.ERR_UNSUPPORTED)
     with pytest.raises(NotImplementedError, match="does not support"):
         fn()
-    assert len(spy[2]) == n + 2 and not F.CACHE
+    assert len(aspy[2]) == n + 2 and not F.CACHE
     assert all(torch.equal(c.view(torch.uint8), a.view(torch.uint8)) for c, a in zip(args[1:3], after))
 
 
 @pytest.mark.parametrize("name, n", [("rotary_dense", 4), ("plain_varlen_paged", 4)])
-def test_an_append_hit_issues_only_its_allocations(spy, name, n):
+def test_an_append_hit_issues_only_its_allocations(aspy, name, n):
     """One buffer for kv_update's outputs (seqused, and q_out when q is rotated), o, lse, workspace: nothing
-    else, and no sync."""
+    else, and no sync. In one call, kv_update's outputs and the workspace share one buffer."""
     fn = _append(append_calls()[name])
-    _check_pair(spy, fn)
+    _check_pair(aspy, fn)
     ops = H.count_ops(fn)
-    assert dict(ops) == {"empty.memory_format": n} and not H.sync_ops(ops)
+    assert dict(ops) == {"empty.memory_format": n - (aspy[5] == "one call")} and not H.sync_ops(ops)
+
+
+def test_a_workspace_that_depends_on_more_than_alignment_keeps_the_slow_path(aspy, monkeypatch):
+    """In one call the workspace is sized with kv_update's outputs at a stand-in address, then asked again at
+    the real one: a library whose size moves with the address (here: q in [2**40, 2**41), where the stand-in
+    lies and no real buffer here does, asks for less)
+    never gets the shorter workspace; the hit gives up and the slow path runs, every time."""
+    fn = _append(append_calls()["rotary_dense"])
+    _check_pair(aspy, fn)
+    monkeypatch.setattr(abi.KernelLib, "workspace_bytes", lambda self, p: 1 << 12 if p.q >> 40 == 1 else 1 << 16)
+    for _ in range(3):
+        _, p, _, ran = _run_pair(aspy, fn)
+        assert p["workspace_bytes"] >= 1 << 16
+        assert ran == (aspy[5] == "one call")
+
+
+def test_the_pairs_one_call_reports_a_refused_update_and_skips_the_kernel(kvu_lib):
+    """kseek_kv_update_then itself (the host-only build of kernels/kv_update.cu's): an update that refuses
+    (ABI 0) gives 1000 + its status and kseek_fwd is not called; a good update gives kseek_fwd's status."""
+    then, called = kv_update.then_of(kvu_lib), []
+
+    @_FWD_CB
+    def fwd(p, stream):
+        called.append(p)
+        return 4
+    u, fp = KvuParams(), abi.KseekParams()
+    assert then(ctypes.byref(u), ctypes.cast(fwd, ctypes.c_void_p), ctypes.byref(fp), None) == 1001 and not called
+    assert then(ctypes.byref(u), None, ctypes.byref(fp), None) == 1002 and not called
+    seqlens = torch.zeros(2, dtype=torch.int32)
+    u.abi_version, u.batch, u.head_dim, u.head_dim_v, u.seqlens = kv_update.ABI_VERSION, 2, 128, 128, seqlens.data_ptr()
+    assert then(ctypes.byref(u), ctypes.cast(fwd, ctypes.c_void_p), ctypes.byref(fp), None) == 4
+    assert called == [ctypes.addressof(fp)]
 
 
 @pytest.mark.parametrize("step, first", [("kv-update", "writes-something"), ("seqused-q-segments", "packed")])
