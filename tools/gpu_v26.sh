@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Session 26 on the H200 (kernels/NOTES.md "v26"). One device call per mode, each ending before TOTAL_S:
+#   append  v26a (an append's fast-path hit in one foreign call, kseek_kv_update_then): the GPU tests of the fast
+#           path, kv_update and the fa3api rows; tools/append_cost.py on the append rows (one call, two calls,
+#           without the append, alternately); the fa3api grid
+# carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
+set -uo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-append}
+OUT=${OUT:-/tmp/v26_out}
+source tools/gpu_prelude.sh   # bundle, site, carried cache, T0, log, left, cap, device.txt
+source tools/gpu_steps.sh     # timeline, steps, grid, serving, hopper
+echo "mode $mode" | tee -a "$OUT/device.txt"
+case $mode in
+  append)
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fastpath_gpu.py \
+      tests/gpu/test_kv_update_gpu.py tests/gpu/test_fa3api_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "append cost"; timeout -k 5 "$(cap 150)" python3 tools/append_cost.py \
+      '^(append_rotary_prefill|append_plain_varlen|append_rotary_decode)$' "${ROUNDS:-3}" > "$OUT/append_cost.txt" 2>&1
+    grep -E "medians|Error" "$OUT/append_cost.txt" | cut -c1-200
+    grid
+    ;;
+  *) echo "unknown mode $mode"; exit 2 ;;
+esac
+log "done"
