@@ -24,6 +24,7 @@ import yaml
 from . import attention as A
 from . import attention_core as C
 from . import reference_fa3 as R
+from .call_timing import graph_ms, graphs, per_call_ms, time_ms  # noqa: F401 (tools time rows with them)
 from .paths import GRIDS
 
 KEYS = {"name", "feature", "fn", "dtype", "batch", "seqlen_q", "seqlen_k", "seqlens_q", "seqlens_k", "heads_q",
@@ -226,22 +227,6 @@ def check(call: Call) -> dict:
     return {**rec, "max_err": err, "lse_err": lerr, "inf_pattern_ok": inf_ok, "ok": ok, "fast": fast}
 
 
-def time_ms(fn, reps: int = 20, warmup: int = 3) -> float:
-    """Median milliseconds of fn() over reps, CUDA events on the current stream (no GPU: wall clock)."""
-    for _ in range(warmup):
-        fn()
-    if not torch.cuda.is_available():
-        import time
-        times = []
-        for _ in range(reps):
-            t0 = time.perf_counter()
-            fn()
-            times.append((time.perf_counter() - t0) * 1e3)
-        return sorted(times)[len(times) // 2]
-    from .streamread import _median_ms
-    return _median_ms(fn, reps)
-
-
 def fa3_callable(call: Call):
     """FlashAttention-3 (vLLM's varlen build) on the same call: (fn, "") or (None, why not)."""
     from .baselines import fa3_vllm
@@ -291,48 +276,31 @@ def fa3_callable(call: Call):
     return fn, ""
 
 
-def graph_ms(fn, reps: int, hooks) -> tuple[float | None, str]:
-    """(median ms of CUDA-graph replay of fn(), "") or (None, why not): graph_timing.time_graph, one call
-    captured once and replayed reps times, hooks.before_batch (serving_bench.FlushHooks: the L2
-    flushed) before each replay. No CUDA, or a call that capture refuses: None and the reason."""
-    if hooks is None:
-        return None, "no CUDA"
-    from . import graph_timing as GT
-    try:
-        return GT.time_graph(lambda stream: (lambda i: fn()), 1, hooks, "fa3api", max(reps, 1))[0], ""
-    except Exception as e:  # host sync, allocation or an op capture refuses: a result, not a crash
-        torch.cuda.synchronize()
-        return None, f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}"
-
-
-def _timed(fn, reps: int, hooks, tag: str) -> dict:
-    """{tag_ms, tag_graph_ms} and tag_graph_error when the graph could not be timed."""
-    ms = time_ms(fn, reps)                      # per call first, as before graphs were timed
-    g, why = graph_ms(fn, reps, hooks)
-    out = {f"{tag}_ms": ms, f"{tag}_graph_ms": g}
-    return out if g is not None else {**out, f"{tag}_graph_error": why}
-
-
 def bench(call: Call, reps: int) -> dict:
     """Timed calls reuse one pair of caches (appends rewrite the same slots), as FA3's do; so do the
-    captured ones: a graph replays the same call, on the same caches, each time. Per call and graph."""
+    captured ones: a graph replays the same call, on the same caches, each time. Per call (ours and the
+    baseline in turns: per_call_ms) and graph."""
     hooks = None                                    # None: not on CUDA, graph times "no CUDA"
     if call.t["q"].device.type == "cuda":
         from .serving_bench import FlushHooks
         hooks = FlushHooks(call.t["q"].device)
     kv = call.caches() if call.row["fn"] == "kvcache" else None
-    ours = _timed(call.bound(caches=kv), reps, hooks, "ours")
-    fn, why = fa3_callable(call)
-    if fn is not None:
-        return {**ours, "base": "fa3", **_timed(fn, reps, hooks, "base"), "ratio": None}
-    drop = call.row.get("feature")
-    kv = call.caches(drop) if call.row["fn"] == "kvcache" else None
-    try:
-        base = _timed(call.bound(drop, caches=kv), reps, hooks, "base")
-    except NotImplementedError as e:
-        return {**ours, "base": f"none ({why}; without {drop}: {e})", "base_ms": None, "base_graph_ms": None,
-                "base_graph_error": "no baseline"}
-    return {**ours, "base": f"ours without {drop} ({why})", **base}
+    ours = call.bound(caches=kv)
+    base, why = fa3_callable(call)
+    meta = {"base": "fa3", "ratio": None}
+    if base is None:
+        drop = call.row.get("feature")
+        base = call.bound(drop, caches=call.caches(drop) if call.row["fn"] == "kvcache" else None)
+        meta = {"base": f"ours without {drop} ({why})"}
+        try:
+            base()
+        except NotImplementedError as e:
+            return {"ours_ms": time_ms(ours, reps), **graphs({"ours": ours}, reps, hooks),
+                    "base": f"none ({why}; without {drop}: {e})", "base_ms": None, "base_graph_ms": None,
+                    "base_graph_error": "no baseline"}
+    ms = per_call_ms([ours, base], reps)            # per call first, as before graphs were timed
+    return {"ours_ms": ms[0], **graphs({"ours": ours}, reps, hooks), **meta, "base_ms": ms[1],
+            **graphs({"base": base}, reps, hooks)}
 
 
 def speeds(row: dict, res: dict) -> dict:
