@@ -3,6 +3,8 @@
 #   append  v26a (an append's fast-path hit in one foreign call, kseek_kv_update_then): the GPU tests of the fast
 #           path, kv_update and the fa3api rows; tools/append_cost.py on the append rows (one call, two calls,
 #           without the append, alternately); the fa3api grid
+#   grid2   the per-call timing in turns (call_timing.per_call_ms): its GPU test, then the fa3api grid twice in a row
+#           (the contract's median of two consecutive runs), into grid_a/ and grid_b/
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -20,6 +22,11 @@ case $mode in
       '^(append_rotary_prefill|append_plain_varlen|append_rotary_decode)$' "${ROUNDS:-3}" > "$OUT/append_cost.txt" 2>&1
     grep -E "medians|Error" "$OUT/append_cost.txt" | cut -c1-200
     grid
+    ;;
+  grid2)
+    log "GPU tests"; timeout -k 5 "$(cap 60)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_call_timing_gpu.py \
+      > "$OUT/gputests.txt" 2>&1; tail -3 "$OUT/gputests.txt"
+    for t in a b; do OUT0=$OUT; OUT=$OUT0/grid_$t; mkdir -p "$OUT"; grid; OUT=$OUT0; done
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
