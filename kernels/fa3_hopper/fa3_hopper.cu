@@ -392,6 +392,21 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   pd.workspace_bytes = p->workspace_bytes - idb - extra;
   int cap = mixed_cap();
   Side* side = cap > 0 ? side_for(stream) : nullptr;
+  // Fork right after the list (the copy on the side stream, the decode part launched first): always with
+  // KSEEK_FA3_MIXED_FORK_EARLY; for a slotted call of at most KSEEK_FA3_MIXED_EARLY_BATCH sequences (v26b),
+  // with 1 SM reserved: its few decodes cannot hold the chip away from the prefill, and they stream beside the
+  // copy instead of after it (v25: varlen_q_paged graph 177 -> 163 us; the serving rows, 60+ decodes, keep
+  // the default order, under which they were 2-3% faster).
+  bool early = false;
+#if KSEEK_FA3_MIXED_GATHER
+  if (side && slots > 0) {
+    early = fa3::build::kMixedForkEarly;
+    if (!early && p->batch <= fa3::build::kMixedEarlyBatch) {
+      const int sms = fa3::sm_count(fa3::current_device());
+      if (sms > 1) early = true, cap = sms - 1;
+    }
+  }
+#endif
   // KSEEK_FA3_MIXED_BALANCE: beside the decode part, the prefill grid is one CTA per SM and long_seqs sets
   // how many of them run (one stream: no budget, the prefill runs after the decode on every SM)
   Weigh w{p->seqused_k, p->seqlen_k, p->heads_q, p->heads_kv, p->head_dim + p->head_dim_v, p->causal ? 1 : 0, 0};
@@ -424,7 +439,7 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   int rs = -1;           // the slots' status (KSEEK_FA3_MIXED_GATHER); -1: none, in place
 #if KSEEK_FA3_MIXED_GATHER
   Slots sl;
-  if (!fa3::build::kMixedForkEarly && slots > 0) {
+  if (!early && slots > 0) {
     rs = slots_prep(p, stream, ids, slots, sl);
     if (rs != KSEEK_OK && rs != -1) return rs;
   }
@@ -432,7 +447,7 @@ static int run_mixed(const kseek_params* p, cudaStream_t stream) {
   if (cudaEventRecord(side->fork, stream) != cudaSuccess || cudaStreamWaitEvent(side->s, side->fork, 0) != cudaSuccess)
     return KSEEK_ERR_CUDA;
 #if KSEEK_FA3_MIXED_GATHER
-  if (fa3::build::kMixedForkEarly && slots > 0) {
+  if (early) {
     rs = slots_prep(p, side->s, ids, slots, sl);
     if (rs != KSEEK_OK && rs != -1) {  // join the fork before returning (a capture must not end unjoined)
       if (cudaEventRecord(side->join, side->s) == cudaSuccess) cudaStreamWaitEvent(stream, side->join, 0);

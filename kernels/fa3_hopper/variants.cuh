@@ -110,6 +110,11 @@
 //                                  fa3api varlen_q_paged graph 170.9 -> 183.8 us (the copy 22 -> 37 us, sharing
 //                                  the bandwidth with the decode; the prefill waits for it on its 112 SMs);
 //                                  with 1 SM reserved 177.4 -> 163.3 us, but serving s01 / s02 2-3% slower
+//   -DKSEEK_FA3_MIXED_EARLY_BATCH=32  (v26b; needs MIXED_RESERVE != 0) a slotted mixed call of at most this
+//                                  many sequences forks early (as MIXED_FORK_EARLY) with 1 SM reserved; 0: never.
+//                                  Few decodes stream beside the copy; the serving rows (60+ sequences) keep the
+//                                  default order (measured in v25 at reserve 1: varlen_q_paged graph 177 -> 163
+//                                  us, s01 / s02 2-3% slower)
 //   -DKSEEK_FA3_MIXED_SMALL=0|1    1 (default since v25c): a mixed call over a dense cache with B x Hq <= the SM
 //                                  count and seqlen_k <= 4096 runs whole on the bf16/fp16 prefill, its decodes as
 //                                  128-row tiles of the one persistent launch (FlashAttention-3's way). H200 v25c
@@ -176,6 +181,9 @@
 #endif
 #ifndef KSEEK_FA3_MIXED_FORK_EARLY
 #define KSEEK_FA3_MIXED_FORK_EARLY 0
+#endif
+#ifndef KSEEK_FA3_MIXED_EARLY_BATCH
+#define KSEEK_FA3_MIXED_EARLY_BATCH 32
 #endif
 #ifndef KSEEK_FA3_MIXED_SMALL
 #define KSEEK_FA3_MIXED_SMALL 1
@@ -251,6 +259,8 @@ static_assert(KSEEK_FA3_MIXED_BALANCE == 0 || KSEEK_FA3_MIXED_BALANCE == 1, "KSE
 constexpr bool kMixedBalance = KSEEK_FA3_MIXED_BALANCE != 0;
 static_assert(KSEEK_FA3_MIXED_FORK_EARLY == 0 || KSEEK_FA3_MIXED_FORK_EARLY == 1, "KSEEK_FA3_MIXED_FORK_EARLY must be 0 or 1");
 constexpr bool kMixedForkEarly = KSEEK_FA3_MIXED_FORK_EARLY != 0;
+static_assert(KSEEK_FA3_MIXED_EARLY_BATCH >= 0, "KSEEK_FA3_MIXED_EARLY_BATCH must be >= 0");
+constexpr int kMixedEarlyBatch = KSEEK_FA3_MIXED_EARLY_BATCH;
 static_assert(KSEEK_FA3_MIXED_SMALL == 0 || KSEEK_FA3_MIXED_SMALL == 1, "KSEEK_FA3_MIXED_SMALL must be 0 or 1");
 constexpr bool kMixedSmall = KSEEK_FA3_MIXED_SMALL != 0;
 constexpr int kMixedSmallKeys = 4096;  // the longest cache a small mixed call may have (fa3_hopper.cu use_small_mixed)
