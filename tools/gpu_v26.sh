@@ -5,6 +5,10 @@
 #           without the append, alternately); the fa3api grid
 #   grid2   the per-call timing in turns (call_timing.per_call_ms): its GPU test, then the fa3api grid twice in a row
 #           (the contract's median of two consecutive runs), into grid_a/ and grid_b/
+#   early   v26b (a slotted mixed call of <= 32 sequences forks early, 1 SM reserved): the GPU tests of the fa3api
+#           rows and the fast path; varlen_q_paged and append_plain_varlen with it and without it
+#           (KSEEK_FA3_MIXED_EARLY_BATCH=0), alternately, twice; varlen_q_paged kernel by kernel; the fa3api grid
+#           twice in a row (grid_a/, grid_b/)
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -26,6 +30,22 @@ case $mode in
   grid2)
     log "GPU tests"; timeout -k 5 "$(cap 60)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_call_timing_gpu.py \
       > "$OUT/gputests.txt" 2>&1; tail -3 "$OUT/gputests.txt"
+    for t in a b; do OUT0=$OUT; OUT=$OUT0/grid_$t; mkdir -p "$OUT"; grid; OUT=$OUT0; done
+    ;;
+  early)
+    log "GPU tests"; timeout -k 5 "$(cap 200)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
+      tests/gpu/test_fastpath_gpu.py > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    MR='^(varlen_q_paged|append_plain_varlen)$'
+    for t in a b; do
+      for d in on off; do
+        defs=; [ $d = off ] && defs=KSEEK_FA3_MIXED_EARLY_BATCH=0
+        log "rows early=$d $t"; KSEEK_ATTENTION_DEFINES=$defs timeout -k 5 "$(cap 60)" python3 tools/fa3api_grid.py --rows "$MR" \
+          --reps 20 --json "$OUT/rows_${d}_$t.json" > "$OUT/rows_${d}_$t.txt" 2>&1
+        grep -A 2 '^row ' "$OUT/rows_${d}_$t.txt" | cut -c1-120
+      done
+    done
+    steps vqp '^varlen_q_paged$'
     for t in a b; do OUT0=$OUT; OUT=$OUT0/grid_$t; mkdir -p "$OUT"; grid; OUT=$OUT0; done
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
