@@ -9,6 +9,9 @@
 #           rows and the fast path; varlen_q_paged and append_plain_varlen with it and without it
 #           (KSEEK_FA3_MIXED_EARLY_BATCH=0), alternately, twice; varlen_q_paged kernel by kernel; the fa3api grid
 #           twice in a row (grid_a/, grid_b/)
+#   final   the GPU tests of every path v26 touches (fast path, kv_update, fa3api, attention API, decode wide, serving,
+#           the slotted mixed call, call timing), then FlashAttention-3's forward tests (four groups in parallel, 300
+#           cases per function, seed FA3_SEED (27), until the call's budget)
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -47,6 +50,17 @@ case $mode in
     done
     steps vqp '^varlen_q_paged$'
     for t in a b; do OUT0=$OUT; OUT=$OUT0/grid_$t; mkdir -p "$OUT"; grid; OUT=$OUT0; done
+    ;;
+  final)
+    log "GPU tests"; timeout -k 5 "$(cap 240)" python3 -m pytest -q -p no:cacheprovider -m gpu tests/gpu/test_fa3api_gpu.py \
+      tests/gpu/test_attention_api_gpu.py tests/gpu/test_fastpath_gpu.py tests/gpu/test_decode_wide_gpu.py \
+      tests/gpu/test_serving_gpu.py tests/gpu/test_kv_update_gpu.py tests/gpu/test_call_timing_gpu.py \
+      tests/gpu/test_variants_gpu.py::test_mixed_gather_runs_the_serving_rows_prefill_part_over_dense_slots \
+      > "$OUT/gputests.txt" 2>&1
+    tail -30 "$OUT/gputests.txt" | grep -E "passed|failed|Error|assert" | head -12
+    log "FA3 forward tests, seed ${FA3_SEED:-27}"; OUT=$OUT/fa3tests FA3_SEED=${FA3_SEED:-27} SKIP_GRID=1 \
+      BUDGET_S=$(( $(left) - 15 )) FA3_DEADLINE_S=300 bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
