@@ -12,6 +12,8 @@
 #   final   the GPU tests of every path v26 touches (fast path, kv_update, fa3api, attention API, decode wide, serving,
 #           the slotted mixed call, call timing), then FlashAttention-3's forward tests (four groups in parallel, 300
 #           cases per function, seed FA3_SEED (27), until the call's budget)
+#   rest    the slotted mixed call's variant test (its two builds carried: final's cap cut it while it built), then
+#           serving s01-s09 against FA3 (their calls have 60+ sequences: v26b leaves their order as it was)
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -61,6 +63,12 @@ case $mode in
     log "FA3 forward tests, seed ${FA3_SEED:-27}"; OUT=$OUT/fa3tests FA3_SEED=${FA3_SEED:-27} SKIP_GRID=1 \
       BUDGET_S=$(( $(left) - 15 )) FA3_DEADLINE_S=300 bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
     tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
+    ;;
+  rest)
+    log "GPU test"; timeout -k 5 "$(cap 90)" python3 -m pytest -q -p no:cacheprovider -m gpu \
+      tests/gpu/test_variants_gpu.py::test_mixed_gather_runs_the_serving_rows_prefill_part_over_dense_slots \
+      > "$OUT/gputests.txt" 2>&1; tail -3 "$OUT/gputests.txt"
+    serving
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
