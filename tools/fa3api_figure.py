@@ -2,7 +2,7 @@
 
     python tools/fa3api_figure.py OUT.png RUN.json [RUN.json ...]
 
-One group of bars per row, one bar per run (labelled by the run's directory and file), the row's judged measure
+One group of bars per row, one bar per run (labelled by the run's directory and file: `run_label`), the row's judged measure
 (graph for decode-shaped rows, per call for the others: fa3api_grid.speeds); a hatched bar is judged per call.
 """
 from __future__ import annotations
@@ -23,12 +23,19 @@ def speeds(path: Path) -> dict:
     return {r["name"]: (r.get("judged_speed"), r.get("judged")) for r in rows}
 
 
+def run_label(p: Path) -> str:
+    """A run's legend label: its session folder (session25-3801fce -> s25-3801fce), the subfolder of a run kept
+    beside another (grid_a), and the file's stem."""
+    parts = [p.parent.parent.name, p.parent.name] if p.parent.name.startswith("grid_") else [p.parent.name]
+    return " ".join([*(x.replace("session", "s") for x in parts), p.stem])
+
+
 def main(argv: list[str]) -> int:
     if len(argv) < 2:
         print(__doc__)
         return 2
     out, runs = Path(argv[0]), [Path(a) for a in argv[1:]]
-    data = [(f"{p.parent.name.replace('session', 's')} {p.stem}", speeds(p)) for p in runs]
+    data = [(run_label(p), speeds(p)) for p in runs]
     names = list(data[0][1])
     width = 0.8 / len(data)
     fig, ax = plt.subplots(figsize=(max(8, len(names) * 0.6), 4.2))

@@ -14,6 +14,8 @@
 #           cases per function, seed FA3_SEED (27), until the call's budget)
 #   rest    the slotted mixed call's variant test (its two builds carried: final's cap cut it while it built), then
 #           serving s01-s09 against FA3 (their calls have 60+ sequences: v26b leaves their order as it was)
+#   fa3     FlashAttention-3's forward tests alone (seed FA3_SEED, default 28; deadline FA3_DEADLINE_S, default 460 s,
+#           so that ~300 cases per function finish: at 300 s seed 27 ran 249-254), with TOTAL_S=575
 # carry .whl .kseek-cache .fa3 .fa3tests:  KSEEK_GIT_REV=<sha> bash tools/gpu_v26.sh append
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -69,6 +71,11 @@ case $mode in
       tests/gpu/test_variants_gpu.py::test_mixed_gather_runs_the_serving_rows_prefill_part_over_dense_slots \
       > "$OUT/gputests.txt" 2>&1; tail -3 "$OUT/gputests.txt"
     serving
+    ;;
+  fa3)
+    log "FA3 forward tests, seed ${FA3_SEED:-28}"; OUT=$OUT/fa3tests FA3_SEED=${FA3_SEED:-28} SKIP_GRID=1 \
+      BUDGET_S=$(( $(left) - 10 )) FA3_DEADLINE_S=${FA3_DEADLINE_S:-460} bash tools/gpu_fa3api.sh > "$OUT/fa3tests.log" 2>&1
+    tail -40 "$OUT/fa3tests.log" | grep -E "^\||failures|deadline" | cut -c1-180 | head -30
     ;;
   *) echo "unknown mode $mode"; exit 2 ;;
 esac
